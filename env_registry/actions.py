@@ -1,0 +1,146 @@
+"""Turn whatever an agent emits into text plus tool calls, without ever raising.
+
+Policies in RL loops emit raw text; API agents emit OpenAI messages. Both must reach the env as the same
+thing. Raw text is searched for Hermes/Qwen ``<tool_call>{...}</tool_call>`` blocks and for OpenAI-style
+JSON (a message with ``tool_calls``, a single ``{"name", "arguments"}`` object, or a list of them).
+A call that cannot be understood becomes a :class:`ParsedCall` with ``error`` set, so the env can answer
+with an error observation the agent can learn from.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_ACTION_CHARS = 200_000
+"""Longer actions are cut: the env stays responsive whatever a policy emits."""
+
+_HERMES_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_FENCED_JSON = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+@dataclass
+class ParsedCall:
+    """One requested tool call. ``arguments`` is None when ``error`` says why it could not be read."""
+
+    id: str | None
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str
+    error: str | None = None
+
+
+@dataclass
+class ParsedAction:
+    content: str | None
+    calls: list[ParsedCall] = field(default_factory=list)
+
+
+def parse_action(action: Any) -> ParsedAction:
+    """Parse an agent turn given as raw text, an OpenAI message dict, or an object with those fields."""
+    if action is None:
+        return ParsedAction(content="")
+    if isinstance(action, (bytes, bytearray)):
+        action = action.decode("utf-8", errors="replace")
+    if isinstance(action, str):
+        return _parse_text(action[:MAX_ACTION_CHARS])
+    if isinstance(action, dict):
+        return _parse_message(action)
+    if hasattr(action, "to_message"):
+        return _parse_message(action.to_message())
+    if hasattr(action, "model_dump"):
+        return _parse_message(action.model_dump())
+    return ParsedAction(
+        content=None,
+        calls=[ParsedCall(None, "invalid", None, repr(action)[:200], f"unsupported action type {type(action).__name__}")],
+    )
+
+
+def _parse_message(message: dict[str, Any]) -> ParsedAction:
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        content = json.dumps(content, default=str) if not isinstance(content, list) else _join_parts(content)
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raw_calls = [raw_calls]
+    calls = [_parse_call_object(item) for item in raw_calls]
+    if not calls and content:
+        return _parse_text(content[:MAX_ACTION_CHARS])
+    return ParsedAction(content=(content or None), calls=calls)
+
+
+def _join_parts(parts: list[Any]) -> str:
+    """OpenAI content may be a list of parts; keep their text."""
+    texts = []
+    for part in parts:
+        if isinstance(part, dict) and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif isinstance(part, str):
+            texts.append(part)
+    return "\n".join(texts)
+
+
+def _parse_text(text: str) -> ParsedAction:
+    if "<tool_call>" in text:
+        calls = [_parse_call_text(block) for block in _HERMES_BLOCK.findall(text)]
+        remainder = _HERMES_BLOCK.sub("", text).strip()
+        return ParsedAction(content=remainder or None, calls=calls)
+    stripped = text.strip()
+    fenced = _FENCED_JSON.match(stripped)
+    candidate = fenced.group(1) if fenced else stripped
+    if candidate[:1] in "{[":
+        try:
+            value = json.loads(candidate)
+        except json.JSONDecodeError:
+            return ParsedAction(content=text)
+        if isinstance(value, dict) and "tool_calls" in value:
+            return _parse_message(value)
+        if isinstance(value, dict) and ("name" in value or "function" in value):
+            return ParsedAction(content=None, calls=[_parse_call_object(value)])
+        if isinstance(value, list) and value and all(isinstance(v, dict) and ("name" in v or "function" in v) for v in value):
+            return ParsedAction(content=None, calls=[_parse_call_object(v) for v in value])
+    return ParsedAction(content=text)
+
+
+def _parse_call_text(block: str) -> ParsedCall:
+    try:
+        value = json.loads(block)
+    except json.JSONDecodeError as exc:
+        name_match = re.search(r'"name"\s*:\s*"([^"]+)"', block)
+        return ParsedCall(
+            None,
+            name_match.group(1) if name_match else "invalid",
+            None,
+            block[:2000],
+            f"tool call is not valid JSON ({exc.msg} at position {exc.pos}); "
+            'write <tool_call>{"name": "...", "arguments": {...}}</tool_call>',
+        )
+    if not isinstance(value, dict):
+        return ParsedCall(None, "invalid", None, block[:2000], "tool call must be a JSON object with 'name' and 'arguments'")
+    return _parse_call_object(value)
+
+
+def _parse_call_object(item: Any) -> ParsedCall:
+    if not isinstance(item, dict):
+        return ParsedCall(None, "invalid", None, repr(item)[:2000], "tool call must be an object with 'name' and 'arguments'")
+    call_id = item.get("id") if isinstance(item.get("id"), str) else None
+    function = item.get("function") if isinstance(item.get("function"), dict) else item
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        return ParsedCall(call_id, "invalid", None, json.dumps(item, default=str)[:2000], "tool call has no 'name'")
+    raw = function.get("arguments", function.get("parameters", {}))
+    if raw is None:
+        raw = {}
+    if isinstance(raw, dict):
+        return ParsedCall(call_id, name, raw, json.dumps(raw, default=str))
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            return ParsedCall(call_id, name, None, raw[:2000], f"arguments are not valid JSON ({exc.msg} at position {exc.pos})")
+        if isinstance(value, dict):
+            return ParsedCall(call_id, name, value, raw)
+        return ParsedCall(call_id, name, None, raw[:2000], f"arguments must be a JSON object, got {type(value).__name__}")
+    return ParsedCall(call_id, name, None, repr(raw)[:2000], f"arguments must be a JSON object, got {type(raw).__name__}")

@@ -1,0 +1,252 @@
+"""The episode engine: drives one :class:`~env_registry.sdk.TaskEnv` through reset and step.
+
+It is the trusted half of every env. It validates tool arguments against the exposed schemas, turns every
+failure of the agent into an error observation and every failure of the env code into a recorded
+``env_error`` (so the validation gate can see it), keeps the OpenAI-format transcript, and grades the
+episode when it ends. Its inputs and outputs are JSON, so the same engine runs in-process or in a
+sandbox worker behind an RPC.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from env_registry.actions import ParsedCall, parse_action
+from env_registry.sdk import Episode, Reward, Scenario, TaskEnv, ToolError, ToolRecord, Turn
+
+MAX_TOOL_RESULT_CHARS = 20_000
+
+
+class EnvCodeError(RuntimeError):
+    """The env's own code failed where no episode can continue (e.g. ``generate`` raised)."""
+
+
+@dataclass
+class StepResult:
+    observation: str
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "observation": self.observation,
+            "reward": self.reward,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "info": self.info,
+        }
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def render_messages(messages: list[dict[str, Any]]) -> str:
+    """Messages as plain text, the Gymnasium observation. ``info['messages']`` keeps the structure."""
+    parts = []
+    for message in messages:
+        role = message["role"]
+        if role == "tool":
+            parts.append(f"[tool {message.get('name', '')}] {message.get('content', '')}")
+        else:
+            parts.append(f"[{role}] {message.get('content') or ''}")
+    return "\n\n".join(parts)
+
+
+class EpisodeRunner:
+    """Runs episodes of one env. Not thread-safe: one runner per concurrent episode."""
+
+    def __init__(self, env: TaskEnv) -> None:
+        self.env = env
+        self.tool_schemas = env.tools()
+        self._validators = {
+            schema["function"]["name"]: jsonschema.Draft202012Validator(schema["function"].get("parameters", {}))
+            for schema in self.tool_schemas
+        }
+        self.episode: Episode | None = None
+        self.env_errors: list[dict[str, str]] = []
+        self.done = False
+
+    # --- Gymnasium-shaped API -----------------------------------------------------------------
+    def reset(self, seed: int) -> StepResult:
+        try:
+            scenario = self.env.generate(int(seed))
+            if not isinstance(scenario, Scenario):
+                raise TypeError(f"generate() must return sdk.Scenario, got {type(scenario).__name__}")
+            system = self.env.system_prompt(scenario)
+            first = self.env.first_user_message(scenario)
+            state = self.env.initial_state(scenario)
+        except Exception as exc:  # env bug: no episode can start
+            raise EnvCodeError(f"env {self.env.capability!r} failed to reset with seed {seed}: {_describe(exc)}") from exc
+        messages = [{"role": "system", "content": str(system)}, {"role": "user", "content": str(first)}]
+        self.episode = Episode(scenario=scenario, state=state, messages=messages)
+        self.env_errors = []
+        self.done = False
+        tools_text = json.dumps(self.tool_schemas, ensure_ascii=False)
+        observation = f"[system]\n{system}\n\n[tools]\n{tools_text}\n\n[user] {first}"
+        info = {
+            "seed": int(seed),
+            "capability": self.env.capability,
+            "target": self.env.target,
+            "scenario_hash": scenario.fingerprint(),
+            "tools": self.tool_schemas,
+            "messages": list(messages),
+            "max_steps": self.env.max_steps,
+        }
+        return StepResult(observation=observation, info=info)
+
+    def step(self, action: Any) -> StepResult:
+        episode = self.episode
+        if episode is None or self.done:
+            raise RuntimeError("step() called before reset() or after the episode ended; call reset(seed) first")
+        episode.steps += 1
+        parsed = parse_action(action)
+        new_messages: list[dict[str, Any]] = []
+        assistant: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+        if parsed.calls:
+            assistant["tool_calls"] = [
+                {
+                    "id": call.id or f"call_{episode.steps}_{index}",
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.raw_arguments},
+                }
+                for index, call in enumerate(parsed.calls)
+            ]
+        episode.messages.append(assistant)
+        terminated = False
+        if parsed.calls:
+            for call, wire in zip(parsed.calls, assistant["tool_calls"]):
+                content, ended = self._execute(call, episode)
+                message = {"role": "tool", "tool_call_id": wire["id"], "name": call.name, "content": content}
+                episode.messages.append(message)
+                new_messages.append(message)
+                if ended:
+                    terminated = True
+                    episode.ended_by = f"tool:{call.name}"
+        else:
+            reply_text, terminated = self._user_turn(episode, parsed.content or "")
+            message = {"role": "user", "content": reply_text}
+            episode.messages.append(message)
+            new_messages.append(message)
+            if terminated and episode.ended_by is None:
+                episode.ended_by = "user"
+        truncated = not terminated and episode.steps >= self.env.max_steps
+        if truncated:
+            episode.ended_by = "max_steps"
+        info: dict[str, Any] = {"steps": episode.steps, "new_messages": new_messages}
+        reward = 0.0
+        if terminated or truncated:
+            self.done = True
+            graded = self.grade()
+            reward = graded["total"]
+            info.update(
+                reward_components=graded["components"],
+                reward_detail=graded,
+                ended_by=episode.ended_by,
+                messages=list(episode.messages),
+            )
+        if self.env_errors:
+            info["env_errors"] = list(self.env_errors)
+        return StepResult(render_messages(new_messages), reward, terminated, truncated, info)
+
+    # --- internals ----------------------------------------------------------------------------
+    def _execute(self, call: ParsedCall, episode: Episode) -> tuple[str, bool]:
+        """Run one tool call; returns (observation text, whether it ends the episode)."""
+
+        def refuse(message: str) -> tuple[str, bool]:
+            episode.tool_log.append(ToolRecord(episode.steps, call.name, call.arguments or {}, False, message))
+            return self.env.error_message(message), False
+
+        if call.error:
+            return refuse(call.error)
+        validator = self._validators.get(call.name)
+        method = self.env.tool_method(call.name)
+        if validator is None or method is None:
+            known = ", ".join(self._validators)
+            return refuse(f"Tool '{call.name}' not found. Available tools: {known}")
+        problems = sorted(validator.iter_errors(call.arguments), key=lambda e: list(e.absolute_path))
+        if problems:
+            first = problems[0]
+            where = ".".join(str(p) for p in first.absolute_path) or "arguments"
+            return refuse(f"Invalid arguments for {call.name}: {where}: {first.message}")
+        arguments = dict(call.arguments or {})
+        try:
+            result = method(episode.state, **arguments)
+        except ToolError as exc:
+            return refuse(str(exc))
+        except TypeError as exc:  # arguments the schema allows but the method does not take
+            self.env_errors.append({"where": f"tool:{call.name}", "error": _describe(exc)})
+            return refuse(f"Invalid arguments for {call.name}: {exc}")
+        except Exception as exc:
+            self.env_errors.append({"where": f"tool:{call.name}", "error": _describe(exc)})
+            return refuse(f"Internal error in {call.name}")
+        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+        if len(text) > MAX_TOOL_RESULT_CHARS:
+            text = text[:MAX_TOOL_RESULT_CHARS] + f"... [truncated {len(text) - MAX_TOOL_RESULT_CHARS} chars]"
+        episode.tool_log.append(ToolRecord(episode.steps, call.name, arguments, True, text))
+        return text, call.name in self.env.terminal_tools
+
+    def _user_turn(self, episode: Episode, agent_text: str) -> tuple[str, bool]:
+        try:
+            reply = self.env.user_reply(episode, agent_text)
+            episode.user_turns += 1
+            return str(reply.text), bool(reply.done)
+        except Exception as exc:
+            self.env_errors.append({"where": "user_reply", "error": _describe(exc)})
+            episode.ended_by = "env_error"
+            return "[the simulated user failed; the episode ends]", True
+
+    def grade(self) -> dict[str, Any]:
+        """Evaluate the current episode. A raw number from ``evaluate`` is reported as is, unclamped."""
+        assert self.episode is not None
+        try:
+            result = self.env.evaluate(self.episode)
+        except Exception as exc:
+            self.env_errors.append({"where": "evaluate", "error": _describe(exc)})
+            return {"total": 0.0, "components": {}, "gates": {}, "weights": {}, "notes": {"error": _describe(exc)}}
+        if isinstance(result, Reward):
+            return result.to_dict()
+        try:
+            total = float(result)
+        except (TypeError, ValueError):
+            self.env_errors.append({"where": "evaluate", "error": f"returned {type(result).__name__}, not sdk.Reward"})
+            return {"total": 0.0, "components": {}, "gates": {}, "weights": {}, "notes": {}}
+        return {"total": total, "components": {"total": total}, "gates": {}, "weights": {}, "notes": {}}
+
+
+def run_episode(env: TaskEnv, seed: int, turns: list[Turn | dict[str, Any] | str]) -> dict[str, Any]:
+    """Play a fixed list of agent turns from ``reset(seed)``; stops early if the episode ends.
+
+    When the turns run out first, the episode is graded as it stands (an agent that stopped talking).
+    """
+    runner = EpisodeRunner(env)
+    first = runner.reset(seed)
+    last: StepResult | None = None
+    for turn in turns:
+        last = runner.step(turn)
+        if last.terminated or last.truncated:
+            break
+    if last is None or not (last.terminated or last.truncated):
+        graded = runner.grade()
+        runner.done = True
+        assert runner.episode is not None
+        runner.episode.ended_by = runner.episode.ended_by or "actions_exhausted"
+    else:
+        graded = last.info["reward_detail"]
+    assert runner.episode is not None
+    return {
+        "seed": seed,
+        "scenario_hash": first.info["scenario_hash"],
+        "reward": graded["total"],
+        "reward_detail": graded,
+        "steps": runner.episode.steps,
+        "ended_by": runner.episode.ended_by,
+        "messages": runner.episode.messages,
+        "env_errors": list(runner.env_errors),
+    }

@@ -1,0 +1,394 @@
+"""The env SDK: the one import a generated env module may make besides the pure stdlib.
+
+An env module defines a subclass of :class:`TaskEnv` (and may name it ``ENV``). The SDK owns everything
+that must be identical across envs (tool-call plumbing, argument validation, transcripts, reward
+aggregation), so an env author - human or LLM - only writes the domain: a seeded scenario generator,
+tools over the scenario's state, a deterministic simulated user, a graded reward and two solutions.
+
+The SDK is plain stdlib plus ``schemas`` so it loads fast inside a sandbox worker.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable
+
+__all__ = [
+    "Call",
+    "Episode",
+    "Reward",
+    "Scenario",
+    "ScriptedUser",
+    "TaskEnv",
+    "ToolError",
+    "ToolRecord",
+    "Turn",
+    "UserReply",
+    "call",
+    "calls",
+    "canonical_json",
+    "numbers_in",
+    "say",
+    "tool",
+]
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per value (sorted keys, no spaces), so hashes of equal scenarios are equal."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+@dataclass
+class Scenario:
+    """One seeded task instance. Everything in it must be JSON-serialisable.
+
+    ``state`` is the initial database the tools act on; ``user`` is what the simulated user wants and
+    knows; ``truth`` is the ground truth ``evaluate`` grades against (never shown to the agent).
+    """
+
+    seed: int
+    state: dict[str, Any]
+    user: dict[str, Any]
+    truth: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def fingerprint(self) -> str:
+        """Content hash of the scenario, seed excluded: two seeds giving the same task hash equal."""
+        body = {"state": self.state, "user": self.user, "truth": self.truth, "meta": self.meta}
+        return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seed": self.seed, "state": self.state, "user": self.user, "truth": self.truth, "meta": self.meta}
+
+
+class ToolError(Exception):
+    """Raise inside a tool to return an error observation in the target's style (never a crash)."""
+
+
+@dataclass
+class Call:
+    """One tool call an agent makes; ``arguments`` is a dict (the SDK serialises it)."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Turn:
+    """One agent action: text for the user, tool calls, or both. Solutions are lists of turns."""
+
+    content: str | None = None
+    tool_calls: list[Call] = field(default_factory=list)
+
+    def to_message(self) -> dict[str, Any]:
+        """The turn as an OpenAI assistant message (what the Gymnasium env accepts as an action)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                for c in self.tool_calls
+            ]
+        return message
+
+
+def call(name: str, **arguments: Any) -> Turn:
+    """A turn with a single tool call: ``call("get_user_details", user_id="mia_li_3668")``."""
+    return Turn(tool_calls=[Call(name, arguments)])
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> Turn:
+    """A turn with several parallel tool calls."""
+    return Turn(tool_calls=[Call(name, dict(arguments)) for name, arguments in pairs])
+
+
+def say(text: str) -> Turn:
+    """A turn with text for the user and no tool call."""
+    return Turn(content=text)
+
+
+@dataclass
+class UserReply:
+    """What the simulated user says next; ``done`` ends the episode."""
+
+    text: str
+    done: bool = False
+
+
+@dataclass
+class ToolRecord:
+    """One executed tool call, as the reward sees it."""
+
+    step: int
+    name: str
+    arguments: dict[str, Any]
+    ok: bool
+    result: str
+
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\$?\s?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?")
+
+
+def numbers_in(text: str) -> list[float]:
+    """Every number written in ``text`` ("$1,204.50" -> 1204.5), so rewards can check stated amounts."""
+    found = []
+    for match in _NUMBER.finditer(text or ""):
+        whole, fraction = match.group(1).replace(",", ""), match.group(2) or ""
+        try:
+            found.append(float(whole + fraction))
+        except ValueError:  # pragma: no cover - the regex only admits digits
+            continue
+    return found
+
+
+@dataclass
+class Episode:
+    """The live episode handed to the user simulator and to ``evaluate``: state, transcript, tool log."""
+
+    scenario: Scenario
+    state: dict[str, Any]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tool_log: list[ToolRecord] = field(default_factory=list)
+    steps: int = 0
+    user_turns: int = 0
+    ended_by: str | None = None
+
+    # --- what the agent did -------------------------------------------------------------------
+    def calls(self, name: str | None = None, ok: bool | None = None) -> list[ToolRecord]:
+        """Executed tool calls, optionally only those of one tool / only (un)successful ones."""
+        return [r for r in self.tool_log if (name is None or r.name == name) and (ok is None or r.ok == ok)]
+
+    def called(self, name: str, ok: bool | None = True, **arguments: Any) -> bool:
+        """Whether ``name`` was called with (at least) these argument values."""
+        return any(all(r.arguments.get(k) == v for k, v in arguments.items()) for r in self.calls(name, ok))
+
+    def first_index(self, name: str, ok: bool | None = True, **arguments: Any) -> int | None:
+        """Position in the tool log of the first matching call, to check that a read came before a write."""
+        for index, record in enumerate(self.tool_log):
+            if record.name == name and (ok is None or record.ok == ok):
+                if all(record.arguments.get(k) == v for k, v in arguments.items()):
+                    return index
+        return None
+
+    def write_calls(self, write_tools: Iterable[str]) -> list[ToolRecord]:
+        names = set(write_tools)
+        return [r for r in self.tool_log if r.name in names and r.ok]
+
+    # --- what the agent said ------------------------------------------------------------------
+    def assistant_texts(self) -> list[str]:
+        return [m.get("content") or "" for m in self.messages if m.get("role") == "assistant" and m.get("content")]
+
+    @property
+    def assistant_text(self) -> str:
+        return "\n".join(self.assistant_texts())
+
+    def said(self, value: Any, tolerance: float = 0.005) -> bool:
+        """Whether the agent told the user ``value``: numbers compare numerically, text case-insensitively."""
+        if isinstance(value, bool):
+            value = str(value).lower()
+        if isinstance(value, (int, float)):
+            return any(math.isclose(n, float(value), abs_tol=tolerance) for n in numbers_in(self.assistant_text))
+        return str(value).lower() in self.assistant_text.lower()
+
+
+@dataclass
+class Reward:
+    """A graded reward: named components in [0, 1] combined by weights into ``total``.
+
+    Several components give GRPO groups variance: partial progress scores between 0 and 1. A ``gate``
+    component multiplies instead of averaging - a forbidden action zeroes the reward however good the rest.
+    """
+
+    components: dict[str, float]
+    weights: dict[str, float] = field(default_factory=dict)
+    gates: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        if not self.components and not self.gates:
+            return 0.0
+        weighted = 0.0
+        weight_sum = 0.0
+        for name, score in self.components.items():
+            weight = float(self.weights.get(name, 1.0))
+            weighted += weight * _clamp(score)
+            weight_sum += weight
+        base = weighted / weight_sum if weight_sum > 0 else 1.0
+        for score in self.gates.values():
+            base *= _clamp(score)
+        return _clamp(base)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "components": {k: _clamp(v) for k, v in self.components.items()},
+            "gates": {k: _clamp(v) for k, v in self.gates.items()},
+            "weights": dict(self.weights),
+            "notes": dict(self.notes),
+        }
+
+
+def _clamp(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    if math.isnan(number):
+        return 0.0
+    return min(1.0, max(0.0, number))
+
+
+_REQUEST = re.compile(
+    r"\?|\b(please (?:provide|share|give|tell|confirm)|could you|can you|what is|what's|tell me|let me know|i need your)\b",
+    re.IGNORECASE,
+)
+_CONFIRM_QUESTION = re.compile(
+    r"\b(confirm|proceed|go ahead|shall i|should i|would you like me to|do you want me to|is that (?:ok|okay|correct|right)|"
+    r"can i go ahead|may i)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class ScriptedUser:
+    """A deterministic user that answers from scenario facts.
+
+    ``facts`` maps trigger words to an answer: when the agent asks something (a question mark or a request
+    such as "could you") and its message contains a trigger, the user gives that answer (each fact at most
+    ``repeat`` times), so a final answer that merely mentions a trigger word still closes the conversation. A confirmation question gets ``confirm_reply``.
+    Anything else is taken as the agent's final answer and the user closes the conversation.
+    """
+
+    facts: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
+    confirm_reply: str = "Yes, please go ahead."
+    closing: str = "Thanks, that's all I needed."
+    max_turns: int = 8
+    repeat: int = 2
+
+    def reply(self, episode: Episode, agent_text: str) -> UserReply:
+        if episode.user_turns >= self.max_turns:
+            return UserReply(self.closing, done=True)
+        text = (agent_text or "").lower()
+        if not text.strip():
+            return UserReply("Sorry, I did not get any answer. Could you help me with my request?")
+        given = [m.get("content") or "" for m in episode.messages if m.get("role") == "user"]
+        asking = bool(_REQUEST.search(text))
+        for triggers, answer in self.facts:
+            if asking and any(t.lower() in text for t in triggers) and given.count(answer) < self.repeat:
+                return UserReply(answer)
+        if _CONFIRM_QUESTION.search(text):
+            return UserReply(self.confirm_reply)
+        return UserReply(self.closing, done=True)
+
+
+_TOOL_ATTR = "__trace_tool_name__"
+
+
+def tool(name_or_function: str | Callable[..., Any] | None = None) -> Any:
+    """Mark a :class:`TaskEnv` method as the implementation of a target tool.
+
+    ``@tool`` uses the method's name; ``@tool("get_user_details")`` names it explicitly. The method is
+    called as ``method(state, **arguments)`` with arguments already validated against the tool's schema,
+    and returns a string or any JSON-serialisable value.
+    """
+
+    def mark(function: Callable[..., Any], name: str | None) -> Callable[..., Any]:
+        setattr(function, _TOOL_ATTR, name or function.__name__)
+        return function
+
+    if callable(name_or_function):
+        return mark(name_or_function, None)
+    return lambda function: mark(function, name_or_function)
+
+
+class TaskEnv:
+    """Base class of every env module's environment. Subclasses fill in the domain; see module docs.
+
+    Class attributes:
+        capability: snake_case name of the capability the env trains.
+        target: id of the target profile whose tools the env exposes.
+        tool_names: which of the target's tools the agent gets, in order.
+        max_steps: agent turns before the episode is truncated.
+        terminal_tools: tools whose successful call ends the episode (e.g. a hand-off to a human).
+        write_tools: tools that change state (used by rewards and by validation probes).
+    """
+
+    capability: ClassVar[str] = ""
+    target: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    tool_names: ClassVar[list[str]] = []
+    max_steps: ClassVar[int] = 30
+    terminal_tools: ClassVar[frozenset[str]] = frozenset()
+    write_tools: ClassVar[frozenset[str]] = frozenset()
+
+    _tool_methods: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        methods: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            for attribute, value in vars(klass).items():
+                tool_name = getattr(value, _TOOL_ATTR, None)
+                if tool_name:
+                    methods[tool_name] = attribute
+        cls._tool_methods = methods
+
+    # --- the interface -------------------------------------------------------------------------
+    def tools(self) -> list[dict[str, Any]]:
+        """OpenAI-format schemas of the exposed tools: by default the target profile's, unchanged."""
+        from schemas.targets import load_target
+
+        profile = load_target(self.target)
+        return [profile.tool(name).model_dump(mode="json", exclude_none=True) for name in self.tool_names]
+
+    def error_message(self, message: str, exception: str = "ToolError") -> str:
+        """Word a failed call the way the target does, so the agent sees the real target's errors."""
+        from schemas.targets import load_target
+
+        try:
+            style = load_target(self.target).error_style
+        except KeyError:
+            style = "Error: {message}"
+        return style.replace("{message}", message).replace("{exception}", exception)
+
+    def rng(self, seed: int) -> random.Random:
+        """The only source of randomness an env may use: seeded, so scenarios replay exactly."""
+        return random.Random(f"{self.capability}:{seed}")
+
+    def generate(self, seed: int) -> Scenario:
+        raise NotImplementedError
+
+    def system_prompt(self, scenario: Scenario) -> str:
+        raise NotImplementedError
+
+    def first_user_message(self, scenario: Scenario) -> str:
+        raise NotImplementedError
+
+    def user_reply(self, episode: Episode, agent_text: str) -> UserReply:
+        """Default: a :class:`ScriptedUser` over ``scenario.user['facts']`` (list of [triggers, answer])."""
+        facts = [(tuple(triggers), answer) for triggers, answer in episode.scenario.user.get("facts", [])]
+        return ScriptedUser(facts=facts).reply(episode, agent_text)
+
+    def evaluate(self, episode: Episode) -> Reward:
+        raise NotImplementedError
+
+    def reference_solution(self, scenario: Scenario) -> list[Turn]:
+        raise NotImplementedError
+
+    def capability_skipping_solution(self, scenario: Scenario) -> list[Turn]:
+        raise NotImplementedError
+
+    # --- used by the runner --------------------------------------------------------------------
+    def tool_method(self, name: str) -> Callable[..., Any] | None:
+        attribute = self._tool_methods.get(name)
+        return getattr(self, attribute) if attribute else None
+
+    def initial_state(self, scenario: Scenario) -> dict[str, Any]:
+        """A private copy of the scenario's state, so an episode never edits the scenario itself."""
+        return copy.deepcopy(scenario.state)

@@ -1,0 +1,1 @@
+"""The factory: capability analysis, environment synthesis and validation, and the ``factory`` CLI."""

@@ -1,0 +1,1 @@
+"""Hypothesis strategies and properties for validating envs."""

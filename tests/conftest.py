@@ -1,0 +1,29 @@
+"""Shared test set-up: an isolated registry root, and paths to the shared target data."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Before any test module imports env_registry (which registers stored envs on import), point the
+# registry at a private directory so tests never read or write the user's real registry.
+os.environ.setdefault("TRACE_FACTORY_REGISTRY", tempfile.mkdtemp(prefix="trace-registry-"))
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_TARGETS = REPO_ROOT.parent / "shared" / "targets"
+TEST_ENVS = Path(__file__).resolve().parent / "envs"
+
+
+@pytest.fixture
+def registry_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "registry"
+    monkeypatch.setenv("TRACE_FACTORY_REGISTRY", str(root))
+    return root
+
+
+@pytest.fixture
+def tiny_source() -> str:
+    return (TEST_ENVS / "tiny_cancel.py").read_text()
