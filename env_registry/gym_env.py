@@ -14,7 +14,6 @@ from typing import Any
 
 import gymnasium as gym
 
-from env_registry.runner import EpisodeRunner
 from env_registry.spaces import AnyText
 
 MAX_OBSERVATION_CHARS = 2_000_000
@@ -22,7 +21,7 @@ MAX_ACTION_CHARS = 200_000
 
 
 class TraceEnv(gym.Env[str, str]):
-    """One synthetic training env for one capability."""
+    """One synthetic training env for one capability. ``runner`` is an EpisodeRunner or a SandboxedRunner."""
 
     metadata = {"render_modes": ["ansi"]}
 
@@ -31,18 +30,19 @@ class TraceEnv(gym.Env[str, str]):
         capability: str | None = None,
         version: int | None = None,
         registry_root: str | Path | None = None,
-        runner: EpisodeRunner | None = None,
+        runner: Any = None,
         render_mode: str | None = None,
+        sandbox: str | None = None,
     ) -> None:
         if runner is None:
             if capability is None:
                 raise ValueError("TraceEnv needs a capability (from the registry) or a runner")
+            from env_registry.execution import open_runner
             from env_registry.registry import Registry
 
-            stored = Registry(registry_root).get(capability, version)
-            runner = stored.open_runner()
+            runner = open_runner(Registry(registry_root).get(capability, version), sandbox)
         self.runner = runner
-        self.capability = runner.env.capability
+        self.capability = runner.capability
         self.observation_space = AnyText(MAX_OBSERVATION_CHARS)
         self.action_space = AnyText(MAX_ACTION_CHARS)
         self.render_mode = render_mode
@@ -60,6 +60,13 @@ class TraceEnv(gym.Env[str, str]):
         result = self.runner.step(action)
         self._last_observation = result.observation
         return result.observation, float(result.reward), result.terminated, result.truncated, result.info
+
+    def close(self) -> None:
+        """Stops the sandbox worker that hosts the env code, if there is one."""
+        closer = getattr(self.runner, "close", None)
+        if closer is not None:
+            closer()
+        super().close()
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":

@@ -70,12 +70,6 @@ class StoredEnv:
     source: str
     report: dict[str, Any] | None
 
-    def open_runner(self) -> Any:
-        """An episode runner for this env. See :func:`env_registry.execution.open_runner`."""
-        from env_registry.execution import open_runner
-
-        return open_runner(self)
-
 
 class Registry:
     """Read and write envs under one root directory."""

@@ -47,6 +47,12 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
+def _accepted_keys(parameters: dict[str, Any]) -> set[str] | None:
+    if parameters.get("additionalProperties") is True or "properties" not in parameters and parameters.get("type") != "object":
+        return None
+    return set(parameters.get("properties", {}))
+
+
 def render_messages(messages: list[dict[str, Any]]) -> str:
     """Messages as plain text, the Gymnasium observation. ``info['messages']`` keeps the structure."""
     parts = []
@@ -64,19 +70,26 @@ class EpisodeRunner:
 
     def __init__(self, env: TaskEnv) -> None:
         self.env = env
+        self.capability = env.capability
         self.tool_schemas = env.tools()
         self._validators = {
             schema["function"]["name"]: jsonschema.Draft202012Validator(schema["function"].get("parameters", {}))
             for schema in self.tool_schemas
+        }
+        # Keys a tool accepts; None when its schema allows extra keys. Real target schemas seldom say
+        # additionalProperties: false, but their functions reject unknown keyword arguments all the same.
+        self._accepted: dict[str, set[str] | None] = {
+            schema["function"]["name"]: _accepted_keys(schema["function"].get("parameters", {})) for schema in self.tool_schemas
         }
         self.episode: Episode | None = None
         self.env_errors: list[dict[str, str]] = []
         self.done = False
 
     # --- Gymnasium-shaped API -----------------------------------------------------------------
-    def reset(self, seed: int) -> StepResult:
+    def reset(self, seed: int, scenario: Scenario | None = None) -> StepResult:
+        """Start an episode. ``scenario`` may be passed when the caller already generated it for ``seed``."""
         try:
-            scenario = self.env.generate(int(seed))
+            scenario = scenario if scenario is not None else self.env.generate(int(seed))
             if not isinstance(scenario, Scenario):
                 raise TypeError(f"generate() must return sdk.Scenario, got {type(scenario).__name__}")
             system = self.env.system_prompt(scenario)
@@ -159,9 +172,9 @@ class EpisodeRunner:
     def _execute(self, call: ParsedCall, episode: Episode) -> tuple[str, bool]:
         """Run one tool call; returns (observation text, whether it ends the episode)."""
 
-        def refuse(message: str) -> tuple[str, bool]:
+        def refuse(message: str, exception: str = "ToolError") -> tuple[str, bool]:
             episode.tool_log.append(ToolRecord(episode.steps, call.name, call.arguments or {}, False, message))
-            return self.env.error_message(message), False
+            return self.env.error_message(message, exception), False
 
         if call.error:
             return refuse(call.error)
@@ -176,10 +189,13 @@ class EpisodeRunner:
             where = ".".join(str(p) for p in first.absolute_path) or "arguments"
             return refuse(f"Invalid arguments for {call.name}: {where}: {first.message}")
         arguments = dict(call.arguments or {})
+        unexpected = sorted(set(arguments) - self._accepted[call.name]) if self._accepted[call.name] is not None else []
+        if unexpected:
+            return refuse(f"Invalid arguments for {call.name}: unexpected argument {unexpected[0]!r}", "TypeError")
         try:
             result = method(episode.state, **arguments)
         except ToolError as exc:
-            return refuse(str(exc))
+            return refuse(str(exc), exc.exception)
         except TypeError as exc:  # arguments the schema allows but the method does not take
             self.env_errors.append({"where": f"tool:{call.name}", "error": _describe(exc)})
             return refuse(f"Invalid arguments for {call.name}: {exc}")
@@ -220,13 +236,15 @@ class EpisodeRunner:
         return {"total": total, "components": {"total": total}, "gates": {}, "weights": {}, "notes": {}}
 
 
-def run_episode(env: TaskEnv, seed: int, turns: list[Turn | dict[str, Any] | str]) -> dict[str, Any]:
+def run_episode(
+    env: TaskEnv, seed: int, turns: list[Turn | dict[str, Any] | str], scenario: Scenario | None = None
+) -> dict[str, Any]:
     """Play a fixed list of agent turns from ``reset(seed)``; stops early if the episode ends.
 
     When the turns run out first, the episode is graded as it stands (an agent that stopped talking).
     """
     runner = EpisodeRunner(env)
-    first = runner.reset(seed)
+    first = runner.reset(seed, scenario)
     last: StepResult | None = None
     for turn in turns:
         last = runner.step(turn)

@@ -68,7 +68,15 @@ class Scenario:
 
 
 class ToolError(Exception):
-    """Raise inside a tool to return an error observation in the target's style (never a crash)."""
+    """Raise inside a tool to return an error observation in the target's style (never a crash).
+
+    ``exception`` names the error the real target would raise (ToolSandbox shows e.g.
+    ``PermissionError: ...``); targets whose style has no ``{exception}`` ignore it.
+    """
+
+    def __init__(self, message: str, exception: str = "ToolError") -> None:
+        super().__init__(message)
+        self.exception = exception
 
 
 @dataclass
@@ -97,7 +105,7 @@ class Turn:
         return message
 
 
-def call(name: str, **arguments: Any) -> Turn:
+def call(name: str, /, **arguments: Any) -> Turn:
     """A turn with a single tool call: ``call("get_user_details", user_id="mia_li_3668")``."""
     return Turn(tool_calls=[Call(name, arguments)])
 
@@ -295,7 +303,8 @@ def tool(name_or_function: str | Callable[..., Any] | None = None) -> Any:
 
     ``@tool`` uses the method's name; ``@tool("get_user_details")`` names it explicitly. The method is
     called as ``method(state, **arguments)`` with arguments already validated against the tool's schema,
-    and returns a string or any JSON-serialisable value.
+    and returns a string or any JSON-serialisable value. The state is passed positionally: when a tool has
+    a parameter literally named ``state`` (e.g. a US state code), name the first parameter ``db`` instead.
     """
 
     def mark(function: Callable[..., Any], name: str | None) -> Callable[..., Any]:
@@ -356,6 +365,12 @@ class TaskEnv:
         except KeyError:
             style = "Error: {message}"
         return style.replace("{message}", message).replace("{exception}", exception)
+
+    def target_policy(self) -> str:
+        """The target profile's policy summary, for system prompts that carry the domain rules."""
+        from schemas.targets import load_target
+
+        return load_target(self.target).policy
 
     def rng(self, seed: int) -> random.Random:
         """The only source of randomness an env may use: seeded, so scenarios replay exactly."""

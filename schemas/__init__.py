@@ -7,7 +7,17 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from schemas.capability import Capability, CapabilityLabel, CapabilityStats, TrajectoryLabel
+from schemas.capability import (
+    Capability,
+    CapabilityFinding,
+    CapabilityLabel,
+    CapabilityOverlap,
+    CapabilityReport,
+    CapabilityStats,
+    Interval,
+    RunFigures,
+    TrajectoryLabel,
+)
 from schemas.manifest import EnvManifest, Provenance
 from schemas.messages import AssistantTurn, FunctionCall, Message, ToolCall
 from schemas.target import TargetProfile, ToolMeta
@@ -23,6 +33,7 @@ EXPORTED_MODELS: tuple[type[BaseModel], ...] = (
     Capability,
     TrajectoryLabel,
     CapabilityStats,
+    CapabilityReport,
     TargetProfile,
     EnvManifest,
 )
@@ -43,13 +54,18 @@ __all__ = [
     "AssistantTurn",
     "Capability",
     "CapabilityLabel",
+    "CapabilityFinding",
+    "CapabilityOverlap",
+    "CapabilityReport",
     "CapabilityStats",
     "EXPORTED_MODELS",
     "EnvManifest",
     "FunctionCall",
     "FunctionSpec",
+    "Interval",
     "Message",
     "Provenance",
+    "RunFigures",
     "TargetProfile",
     "ToolCall",
     "ToolMeta",

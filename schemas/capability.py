@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from datetime import datetime, timezone
 
 from pydantic import BaseModel, Field
 
@@ -28,8 +29,31 @@ class TrajectoryLabel(BaseModel):
     reason: str = ""
 
 
+class Interval(BaseModel):
+    """A confidence interval (bootstrap percentile interval in ``factory analyze``)."""
+
+    low: float
+    high: float
+    level: float = 0.95
+
+
+class RunFigures(BaseModel):
+    """One labeling run's figures for one capability, and whether that run selected it."""
+
+    run: int
+    er_success: float | None
+    er_failure: float | None
+    gap: float | None
+    coverage: float
+    selected: bool
+
+
 class CapabilityStats(BaseModel):
-    """ER+ / ER- are lacking rates among non-NA successes / failures; gap = ER- - ER+."""
+    """ER+ / ER- are lacking rates among non-NA successes / failures; gap = ER- - ER+.
+
+    Over several labeling runs the figures are means over runs (ignoring runs where a rate is undefined);
+    ``per_run`` keeps each run's figures. ``coverage`` is the share of all failures labeled LACKING.
+    """
 
     capability: str
     er_success: float | None
@@ -39,3 +63,52 @@ class CapabilityStats(BaseModel):
     selected_runs: int = 0
     total_runs: int = 0
     selected: bool = False
+    gap_ci: Interval | None = None
+    coverage_ci: Interval | None = None
+    per_run: list[RunFigures] = Field(default_factory=list)
+    n_successes: int = 0
+    n_failures: int = 0
+
+
+class CapabilityOverlap(BaseModel):
+    """How often two capabilities are both LACKING on the same failed trajectory (majority label over runs)."""
+
+    a: str
+    b: str
+    both: int
+    either: int
+    jaccard: float
+
+
+class CapabilityFinding(Capability):
+    """A candidate capability with its statistics; ``example_failure_ids`` are failures where it is LACKING."""
+
+    stats: CapabilityStats
+
+
+class CapabilityReport(BaseModel):
+    """``capabilities.json``, written by ``factory analyze`` and read by ``factory build --report``.
+
+    ``capabilities`` are the selected ones (in order of coverage); ``candidates`` holds every capability that
+    was labeled, selected or not, so the choice can be audited.
+    """
+
+    schema_version: int = 1
+    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    targets: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
+    labeler: str = Field(description="'offline' or the LLM spec, e.g. 'openai:gpt-4.1'")
+    discovery: str = Field(default="catalogue", description="where the candidates came from: catalogue, llm or catalogue+llm")
+    runs: int = Field(ge=1)
+    delta: float
+    coverage_threshold: float
+    min_runs: int = Field(ge=1)
+    n_trajectories: int
+    n_successes: int
+    n_failures: int
+    capabilities: list[CapabilityFinding] = Field(default_factory=list)
+    candidates: list[CapabilityFinding] = Field(default_factory=list)
+    overlap: list[CapabilityOverlap] = Field(default_factory=list)
+    failures_covered: int = Field(default=0, description="failures where at least one selected capability is LACKING")
+    llm_usage: dict[str, float | int | None] | None = None
+    notes: list[str] = Field(default_factory=list)

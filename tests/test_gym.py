@@ -42,24 +42,38 @@ def test_check_env_passes_without_warnings(tiny_source: str) -> None:
         check_env(TraceEnv(runner=EpisodeRunner(load_env(tiny_source))), skip_render_check=True)
 
 
-def test_untrusted_env_is_refused_in_process(tmp_path: Path, tiny_source: str) -> None:
-    register_tiny(tmp_path, tiny_source)
-    result = run_python("import gymnasium as gym, env_registry; gym.make('trace/tiny_cancel-v0')", tmp_path)
-    assert result.returncode != 0
-    assert "is not a shipped blueprint, so its code is untrusted" in result.stderr
+MAKES = [
+    "import gymnasium as gym, env_registry; e = gym.make('trace/tiny_cancel-v0')",
+    "import gymnasium as gym; e = gym.make('env_registry:trace/tiny_cancel-v0')",
+]
+EPISODE = "\nobs, info = e.reset(seed=1)\nprint(obs[:8]); print(sorted(info)[:3]); print(e.step('hello')[2]); e.close()"
 
 
-@pytest.mark.parametrize(
-    "make", ["import gymnasium as gym, env_registry; e = gym.make('trace/tiny_cancel-v0')",
-             "import gymnasium as gym; e = gym.make('env_registry:trace/tiny_cancel-v0')"],
-)
-def test_gym_make_both_spellings_with_unsafe_opt_in(tmp_path: Path, tiny_source: str, make: str) -> None:
+@pytest.mark.parametrize("make", MAKES)
+def test_gym_make_both_spellings_run_env_in_sandbox(tmp_path: Path, tiny_source: str, make: str) -> None:
     register_tiny(tmp_path, tiny_source)
-    code = make + "\nobs, info = e.reset(seed=1)\nprint(obs[:8]); print(sorted(info)[:3]); print(e.step('hello')[2])"
-    result = run_python(code, tmp_path, TRACE_FACTORY_UNSAFE_INPROCESS="1")
+    code = make + EPISODE + "\nimport sys; print(type(e.unwrapped.runner).__name__, 'tiny_cancel' in sys.modules.get('trace_env_tiny_cancel_v0', sys).__name__)"
+    result = run_python(code, tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["[system]", "['capability', 'max_steps', 'messages']", "True"]
+    assert result.stdout.splitlines() == ["[system]", "['capability', 'max_steps', 'messages']", "True", "SandboxedRunner False"]
+    assert "UNSANDBOXED" not in result.stderr
+
+
+def test_unsafe_in_process_opt_in_is_loud(tmp_path: Path, tiny_source: str) -> None:
+    register_tiny(tmp_path, tiny_source)
+    result = run_python(MAKES[0] + EPISODE + "\nprint(type(e.unwrapped.runner).__name__)", tmp_path, TRACE_FACTORY_UNSAFE_INPROCESS="1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "EpisodeRunner"
     assert "UNSANDBOXED" in result.stderr
+
+
+def test_tampered_env_is_refused_by_gym_make(tmp_path: Path, tiny_source: str) -> None:
+    register_tiny(tmp_path, tiny_source)
+    env_file = tmp_path / "tiny_cancel" / "v0" / "env.py"
+    env_file.write_text(env_file.read_text() + "\n# injected\n")
+    result = run_python(MAKES[0], tmp_path)
+    assert result.returncode != 0
+    assert "fails its content-hash check" in result.stderr
 
 
 def test_broken_registry_does_not_break_import(tmp_path: Path, tiny_source: str) -> None:

@@ -25,7 +25,7 @@ def test_reference_and_skipping_scores(tiny: sdk.TaskEnv) -> None:
         scenario = tiny.generate(seed)
         assert run_episode(tiny, seed, tiny.reference_solution(scenario))["reward"] == 1.0
         skipped = run_episode(tiny, seed, tiny.capability_skipping_solution(scenario))["reward"]
-        assert skipped == (0.75 if scenario.truth["cancel"] else 0.0)
+        assert skipped == (0.5 if scenario.truth["cancel"] else 0.0)
 
 
 def test_schema_violation_is_an_error_observation_and_logged(tiny: sdk.TaskEnv) -> None:
@@ -103,7 +103,7 @@ def test_generate_failure_is_env_code_error(tiny: sdk.TaskEnv, monkeypatch: pyte
 
 
 def test_reward_aggregation_weights_and_gates() -> None:
-    reward = sdk.Reward(components={"a": 1.0, "b": 0.0}, weights={"a": 3.0}, gates={"safe": 1.0})
+    reward = sdk.Reward(components={"a": 1.0, "b": 0.0}, weights={"a": 3.0}, gates={"safe": 1.0})  # (3*1 + 0) / 4
     assert reward.total == 0.75
     assert sdk.Reward(components={"a": 1.0}, gates={"safe": 0.0}).total == 0.0
     assert sdk.Reward(components={"a": float("nan"), "b": 2.0}).total == 0.5
@@ -138,3 +138,16 @@ def test_scripted_user_answers_questions_then_confirms_then_closes() -> None:
 def test_load_errors_are_clear(source: str, message: str) -> None:
     with pytest.raises(EnvLoadError, match=message.replace("(", r"\(")):
         load_env(source)
+
+
+def test_unexpected_argument_is_an_agent_error_not_an_env_error(tiny: sdk.TaskEnv) -> None:
+    runner = EpisodeRunner(tiny)
+    runner.reset(1)
+    result = runner.step(sdk.call("get_reservation_details", reservation_id=rid(tiny, 1), name="x"))
+    assert "unexpected argument 'name'" in result.observation
+    assert runner.env_errors == []
+
+
+def test_tool_error_carries_the_exception_name() -> None:
+    error = sdk.ToolError("Wifi cannot be turned on in low battery mode", exception="PermissionError")
+    assert (str(error), error.exception) == ("Wifi cannot be turned on in low battery mode", "PermissionError")

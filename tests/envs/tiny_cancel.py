@@ -47,7 +47,7 @@ class TinyCancel(sdk.TaskEnv):
         checked = episode.called("get_reservation_details", reservation_id=rid)
         return sdk.Reward(
             components={"state": float(cancelled == episode.scenario.truth["cancel"]), "checked": float(checked)},
-            weights={"state": 3.0, "checked": 1.0},
+            weights={"state": 1.0, "checked": 1.0},
         )
 
     def reference_solution(self, scenario):

@@ -1,0 +1,91 @@
+"""An env hosted in a persistent sandbox worker: the only way untrusted env code is executed.
+
+The CLI, the validator and the Gymnasium wrapper hold a :class:`SandboxedEnv`; the env's module is loaded
+and run by ``env_registry.worker_handler`` inside the sandbox, and only JSON crosses the boundary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from env_registry.runner import StepResult
+from env_registry.sdk import Turn
+from sandbox import SandboxLimits, open_sandbox
+from sandbox.base import Sandbox, Worker
+
+HANDLER = "env_registry.worker_handler"
+
+
+def action_to_json(action: Any) -> Any:
+    """Actions must cross a process boundary: SDK turns and pydantic messages become plain dicts."""
+    if isinstance(action, Turn):
+        return {"content": action.content, "calls": [{"name": c.name, "arguments": c.arguments} for c in action.tool_calls]}
+    if hasattr(action, "model_dump"):
+        return action.model_dump(mode="json")
+    if dataclasses.is_dataclass(action) and not isinstance(action, type):
+        return dataclasses.asdict(action)
+    if isinstance(action, (str, dict, list)) or action is None:
+        return action
+    if isinstance(action, (bytes, bytearray)):
+        return action.decode("utf-8", errors="replace")
+    return str(action)
+
+
+class SandboxedEnv:
+    """One env loaded in one sandbox worker. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(
+        self,
+        source: str,
+        backend: str = "auto",
+        limits: SandboxLimits | None = None,
+        load_timeout_s: float = 30.0,
+        rpc_timeout_s: float = 30.0,
+        module_name: str | None = None,
+    ) -> None:
+        self.source = source
+        self.rpc_timeout_s = rpc_timeout_s
+        self.sandbox: Sandbox = open_sandbox(backend, limits)
+        try:
+            self.worker: Worker = self.sandbox.start_worker(HANDLER)
+            self.info: dict[str, Any] = self.worker.call(
+                "load", {"source": source, "module_name": module_name}, timeout_s=load_timeout_s
+            )
+        except BaseException:
+            self.sandbox.close()
+            raise
+
+    @property
+    def backend(self) -> str:
+        return self.sandbox.backend
+
+    def call(self, method: str, params: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
+        return self.worker.call(method, params or {}, timeout_s=timeout_s or self.rpc_timeout_s)
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+    def __enter__(self) -> "SandboxedEnv":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SandboxedRunner:
+    """The :class:`~env_registry.runner.EpisodeRunner` interface, served by a sandbox worker."""
+
+    def __init__(self, hosted: SandboxedEnv) -> None:
+        self.hosted = hosted
+        self.capability: str = hosted.info["capability"]
+        self.tool_schemas: list[dict[str, Any]] = hosted.info["tools"]
+
+    def reset(self, seed: int) -> StepResult:
+        return StepResult(**self.hosted.call("reset", {"seed": int(seed)}))
+
+    def step(self, action: Any) -> StepResult:
+        return StepResult(**self.hosted.call("step", {"action": action_to_json(action)}))
+
+    def close(self) -> None:
+        self.hosted.close()

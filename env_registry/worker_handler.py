@@ -1,0 +1,120 @@
+"""RPC methods that host one env inside a sandbox worker (``python -m sandbox.worker env_registry.worker_handler``).
+
+Everything that executes env code lives behind these methods, so the CLI, the validator and the trainer
+only ever see JSON. One worker hosts one env: ``load`` first, then any mix of the other calls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any
+
+from env_registry.loader import load_env
+from env_registry.runner import EpisodeRunner, run_episode
+from env_registry.sdk import Call, Scenario, TaskEnv, Turn
+
+_state: dict[str, Any] = {}
+_SCENARIO_CACHE_SIZE = 256
+_scenarios: OrderedDict[int, str] = OrderedDict()
+
+
+def _scenario(seed: int) -> Scenario:
+    """``generate(seed)``, memoised as JSON so each caller gets a fresh copy.
+
+    Validation asks for the same seed's scenario several times (solution, episode, reset). The ``generate``
+    method itself is never memoised: the determinism check must see two real calls.
+    """
+    text = _scenarios.get(seed)
+    if text is None:
+        text = json.dumps(_env().generate(seed).to_dict())
+        _scenarios[seed] = text
+        if len(_scenarios) > _SCENARIO_CACHE_SIZE:
+            _scenarios.popitem(last=False)
+    else:
+        _scenarios.move_to_end(seed)
+    return Scenario(**json.loads(text))
+
+
+def _env() -> TaskEnv:
+    env = _state.get("env")
+    if env is None:
+        raise RuntimeError("no env loaded in this worker: call 'load' first")
+    return env
+
+
+def _turns(raw: list[Any]) -> list[Any]:
+    """Turns arrive as JSON: dicts with content/tool_calls in sdk form, OpenAI messages, or raw text."""
+    turns: list[Any] = []
+    for item in raw:
+        if isinstance(item, dict) and "calls" in item:
+            turns.append(Turn(content=item.get("content"), tool_calls=[Call(c["name"], c.get("arguments", {})) for c in item["calls"]]))
+        else:
+            turns.append(item)
+    return turns
+
+
+def turn_to_json(turn: Turn) -> dict[str, Any]:
+    return {"content": turn.content, "calls": [{"name": c.name, "arguments": c.arguments} for c in turn.tool_calls]}
+
+
+def load(params: dict[str, Any]) -> dict[str, Any]:
+    env = load_env(params["source"], module_name=params.get("module_name"))
+    _state["env"] = env
+    _state["runner"] = None
+    _scenarios.clear()
+    return {
+        "capability": env.capability,
+        "target": env.target,
+        "description": env.description,
+        "tool_names": list(env.tool_names),
+        "tools": env.tools(),
+        "max_steps": env.max_steps,
+        "write_tools": sorted(env.write_tools),
+        "terminal_tools": sorted(env.terminal_tools),
+    }
+
+
+def generate(params: dict[str, Any]) -> dict[str, Any]:
+    scenario = _env().generate(int(params["seed"]))
+    return {"fingerprint": scenario.fingerprint(), "truth": scenario.truth, "meta": scenario.meta}
+
+
+def solution(params: dict[str, Any]) -> list[dict[str, Any]]:
+    env = _env()
+    scenario = _scenario(int(params["seed"]))
+    solve = env.reference_solution if params["which"] == "reference" else env.capability_skipping_solution
+    return [turn_to_json(t) for t in solve(scenario)]
+
+
+def episode(params: dict[str, Any]) -> dict[str, Any]:
+    env = _env()
+    seed = int(params["seed"])
+    if "policy" in params:
+        turns: list[Any] = solution({"seed": seed, "which": params["policy"]})
+    else:
+        turns = params.get("turns", [])
+    result = run_episode(env, seed, _turns(turns), _scenario(seed))
+    if not params.get("with_messages", True):
+        result.pop("messages")
+    return result
+
+
+def reset(params: dict[str, Any]) -> dict[str, Any]:
+    runner = EpisodeRunner(_env())
+    _state["runner"] = runner
+    seed = int(params["seed"])
+    return runner.reset(seed, _scenario(seed)).to_dict()
+
+
+def step(params: dict[str, Any]) -> dict[str, Any]:
+    runner = _state.get("runner")
+    if runner is None:
+        raise RuntimeError("call 'reset' before 'step'")
+    action = params.get("action")
+    if isinstance(action, dict) and "calls" in action:
+        action = _turns([action])[0]
+    return runner.step(action).to_dict()
+
+
+METHODS = {"load": load, "generate": generate, "solution": solution, "episode": episode, "reset": reset, "step": step}
