@@ -188,20 +188,24 @@ class Episode:
         return [r for r in self.tool_log if r.name in names and r.ok]
 
     # --- what the agent said ------------------------------------------------------------------
-    def assistant_texts(self) -> list[str]:
-        return [m.get("content") or "" for m in self.messages if m.get("role") == "assistant" and m.get("content")]
+    def assistant_texts(self, after_step: int = 0) -> list[str]:
+        """Texts the agent wrote, optionally only those of steps after ``after_step`` (one assistant message per step)."""
+        turns = [m for m in self.messages if m.get("role") == "assistant"]
+        return [m.get("content") or "" for m in turns[after_step:] if m.get("content")]
 
     @property
     def assistant_text(self) -> str:
         return "\n".join(self.assistant_texts())
 
-    def said(self, value: Any, tolerance: float = 0.005) -> bool:
-        """Whether the agent told the user ``value``: numbers compare numerically, text case-insensitively."""
+    def said(self, value: Any, tolerance: float = 0.005, after_step: int = 0) -> bool:
+        """Whether the agent told the user ``value`` (after step ``after_step``): numbers compare numerically,
+        text case-insensitively."""
+        text = "\n".join(self.assistant_texts(after_step))
         if isinstance(value, bool):
             value = str(value).lower()
         if isinstance(value, (int, float)):
-            return any(math.isclose(n, float(value), abs_tol=tolerance) for n in numbers_in(self.assistant_text))
-        return str(value).lower() in self.assistant_text.lower()
+            return any(math.isclose(n, float(value), abs_tol=tolerance) for n in numbers_in(text))
+        return str(value).lower() in text.lower()
 
 
 @dataclass
@@ -286,11 +290,16 @@ class ScriptedUser:
         if not text.strip():
             return UserReply("Sorry, I did not get any answer. Could you help me with my request?")
         given = [m.get("content") or "" for m in episode.messages if m.get("role") == "user"]
-        asking = bool(_REQUEST.search(text))
-        for triggers, answer in self.facts:
-            if asking and any(t.lower() in text for t in triggers) and given.count(answer) < self.repeat:
-                return UserReply(answer)
-        if _CONFIRM_QUESTION.search(text):
+        confirming = bool(_CONFIRM_QUESTION.search(text))
+        if _REQUEST.search(text):
+            matched = [answer for triggers, answer in self.facts if any(t.lower() in text for t in triggers)]
+            fresh = [answer for answer in matched if not any(answer in g for g in given)]
+            if fresh:  # answer everything asked for at once, as a person would
+                return UserReply(" ".join(dict.fromkeys(fresh)))
+            repeatable = [a for a in matched if sum(a in g for g in given) < self.repeat]
+            if repeatable and not confirming:  # asked again for a fact already given: repeat it
+                return UserReply(repeatable[0])
+        if confirming:
             return UserReply(self.confirm_reply)
         return UserReply(self.closing, done=True)
 

@@ -151,3 +151,22 @@ def test_unexpected_argument_is_an_agent_error_not_an_env_error(tiny: sdk.TaskEn
 def test_tool_error_carries_the_exception_name() -> None:
     error = sdk.ToolError("Wifi cannot be turned on in low battery mode", exception="PermissionError")
     assert (str(error), error.exception) == ("Wifi cannot be turned on in low battery mode", "PermissionError")
+
+
+def test_scripted_user_answers_several_facts_at_once_and_confirms_after_facts() -> None:
+    user = sdk.ScriptedUser(facts=[(("user id",), "My user id is ava_1."), (("reason",), "The reason is a health issue.")])
+    scenario = sdk.Scenario(seed=0, state={}, user={}, truth={})
+    episode = sdk.Episode(scenario=scenario, state={})
+    both = user.reply(episode, "Could you share your user id and the reason for cancelling?")
+    assert both.text == "My user id is ava_1. The reason is a health issue."
+    episode.messages.append({"role": "user", "content": both.text})
+    confirm = user.reply(episode, "With the reason you gave, shall I proceed with the cancellation?")
+    assert confirm.text == "Yes, please go ahead."
+
+
+def test_said_after_step() -> None:
+    scenario = sdk.Scenario(seed=0, state={}, user={}, truth={})
+    messages = [{"role": "assistant", "content": "Total is $40."}, {"role": "user", "content": "ok"},
+                {"role": "assistant", "content": "Refund of $12."}]
+    episode = sdk.Episode(scenario=scenario, state={}, messages=messages)
+    assert episode.said(40) and not episode.said(40, after_step=1) and episode.said(12, after_step=1)
