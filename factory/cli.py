@@ -13,10 +13,22 @@ from rich.table import Table
 from pydantic import ValidationError
 
 from env_registry.registry import Registry, RegistryError
-from factory.build import BuildError, build_from_blueprint
+from factory.analyze.command import analyze_command
+from factory.build import (
+    BuildError,
+    BuildResult,
+    build_from_blueprint,
+    build_with_llm,
+    load_capability_report,
+    resolve_capability,
+    resolve_target,
+)
+from factory.llm import LLMClient, LLMConfigError
+from factory.llm.reachability import unreachable
 from factory.validation.gate import validate_source
 from factory.validation.progress import GateProgress, report_table
 from sandbox import BACKENDS, SandboxError
+from schemas.capability import CapabilityReport
 from schemas.validation import ValidationConfig
 
 app = typer.Typer(
@@ -28,6 +40,7 @@ app = typer.Typer(
 )
 envs_app = typer.Typer(help="Inspect and manage the env registry.", no_args_is_help=True)
 app.add_typer(envs_app, name="envs")
+app.command("analyze")(analyze_command)
 
 console = Console()
 errors = Console(stderr=True)
@@ -88,8 +101,16 @@ def _print_sandbox(backend: str, warning: str | None) -> None:
 
 @app.command()
 def build(
-    capability: Annotated[str, typer.Option("--capability", "-c", help="Capability to build an env for.")],
-    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target profile id (default: the blueprint's).")] = None,
+    capability: Annotated[Optional[str], typer.Option("--capability", "-c", help="Capability to build an env for.")] = None,
+    description: Annotated[Optional[str], typer.Option("--description", help="Describe a new capability (needs --llm).")] = None,
+    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target profile id (default: the blueprint's or the report's).")] = None,
+    report: Annotated[Optional[Path], typer.Option("--report", help="capabilities.json from `factory analyze`: descriptions and failure evidence.")] = None,
+    build_all: Annotated[bool, typer.Option("--all", help="Build every capability selected in --report.")] = False,
+    llm: Annotated[Optional[str], typer.Option("--llm", help="Generator model, e.g. openai:gpt-4.1, anthropic:claude-opus-4-6, vllm:Qwen/Qwen3-8B (env TRACE_LLM).")] = None,
+    llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="OpenAI-compatible server URL (vLLM, SGLang, Ollama; env TRACE_LLM_BASE_URL).")] = None,
+    max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, max=50, help="Generate/validate/repair rounds before giving up.")] = 5,
+    llm_timeout: Annotated[float, typer.Option("--llm-timeout", min=1, help="Seconds to wait for one LLM reply (retried on timeout).")] = 300.0,
+    build_dir: Annotated[Optional[Path], typer.Option("--build-dir", help="Where every attempt's prompt, reply, code and report go (default: ~/.cache/trace-factory/builds).")] = None,
     registry: RegistryOption = None,
     sandbox: SandboxOption = "auto",
     overrides: SetOption = None,
@@ -97,39 +118,120 @@ def build(
 ) -> None:
     """Build an env for a capability, validate it in the sandbox, and register it if it passes.
 
+    With no LLM configured the built-in blueprint is used. With --llm the model writes the env, and the gate's failures go back to it for repair until one passes (at most --max-attempts rounds).
+
     Examples:
 
-      factory build --capability precondition_verification
+    factory build --capability precondition_verification
 
-      factory build -c datetime_reasoning --sandbox bwrap --registry ./envs --json
+    factory build -c datetime_reasoning --sandbox bwrap --registry ./envs --json
+
+    factory build -c refund_rule_lookup --description "Looks up the refund rule before promising money" --target tau2-retail --llm openai:gpt-4.1
+
+    factory build --all --report capabilities.json --llm anthropic:claude-opus-4-6
+
+    factory build -c precondition_verification --llm vllm:Qwen/Qwen3-32B --llm-base-url http://127.0.0.1:8000/v1
     """
     _check_backend(sandbox)
     config = _gate_config(overrides)
     try:
-        with GateProgress(errors, f"validating {capability}", enabled=not as_json) as bar:
-            result = build_from_blueprint(capability, target, registry, backend=sandbox, config=config, progress=bar.callback)
-    except (BuildError, RegistryError, SandboxError) as exc:
+        analysis = load_capability_report(report) if report is not None else None
+        if build_all:
+            if analysis is None:
+                fail("--all needs --report capabilities.json (from `factory analyze`)")
+            names = [c.name for c in analysis.capabilities]  # type: ignore[union-attr]
+            if not names:
+                fail(f"--report {report} selects no capabilities; nothing to build")
+        elif capability is None:
+            fail("pass --capability NAME (or --all --report capabilities.json)")
+            return
+        else:
+            names = [capability]
+        client = _llm_client(llm, llm_base_url, llm_timeout)
+        if client is None and description:
+            fail("--description defines a new capability, which needs an LLM to write its env: pass --llm PROVIDER:MODEL")
+        results = []
+        for name in names:
+            results.append(_build_one(name, description, target, analysis, client, max_attempts, build_dir, registry, sandbox, config, as_json))
+    except (BuildError, RegistryError, SandboxError, LLMConfigError) as exc:
         fail(str(exc))
         return
     if as_json:
-        print(result.model_dump_json(indent=2))
-        raise typer.Exit(0 if result.registered else 1)
-    _print_sandbox(result.sandbox, result.sandbox_warning)
-    console.print(report_table(result.report, f"validation of {capability}"))
-    table = Table(title="factory build", show_header=False)
-    table.add_row("capability", result.capability)
-    table.add_row("target", result.target)
-    table.add_row("generator", "built-in blueprint (no LLM configured)")
-    table.add_row("sandbox", result.sandbox)
-    table.add_row("validation", "[green]passed[/]" if result.registered else "[red]FAILED[/] - not registered")
-    if result.registered:
-        table.add_row("gym id", f"[bold]{result.gym_id}[/]" + ("" if result.new_version else " (unchanged, same version)"))
-    table.add_row("registry", result.registry)
-    table.add_row("time", f"{result.seconds:.2f} s")
-    console.print(table)
-    if not result.registered:
-        raise typer.Exit(1)
-    console.print(f'Use it: gym.make("{result.gym_id}") after `import env_registry`.')
+        payload = [r.model_dump(mode="json") for r in results]
+        print(json.dumps(payload if build_all else payload[0], indent=2))
+    else:
+        console.print(_build_summary(results))
+        for result in results:
+            if result.registered:
+                console.print(f'Use it: gym.make("{result.gym_id}") after `import env_registry`.')
+            else:
+                console.print(f"[red]{result.capability}: not registered[/] - {result.error or 'the env failed validation'}"
+                              + (f"; every attempt is in {result.build_dir}" if result.build_dir else ""))
+    raise typer.Exit(0 if all(r.registered for r in results) else 1)
+
+
+def _llm_client(spec_text: str | None, base_url: str | None, timeout_s: float) -> "LLMClient | None":
+    """The configured generator, or None (blueprint mode). An unreachable server is caught here, not mid-build."""
+    import os
+
+    from factory.llm import make_client, parse_llm_spec
+
+    if not (spec_text or os.environ.get("TRACE_LLM")):
+        if base_url:
+            fail("--llm-base-url needs --llm PROVIDER:MODEL too (e.g. --llm vllm:Qwen/Qwen3-8B)")
+        return None
+    spec = parse_llm_spec(spec_text, base_url=base_url)
+    if spec.base_url:
+        problem = unreachable(spec.base_url)
+        if problem:
+            fail(f"cannot reach the LLM server at {spec.base_url} ({problem}): start it or fix --llm-base-url")
+    return make_client(spec, timeout_s=timeout_s)
+
+
+def _build_one(
+    name: str, description: str | None, target: str | None, analysis: "CapabilityReport | None", client: "LLMClient | None",
+    max_attempts: int, build_dir: Path | None, registry: Path | None, sandbox: str, config: ValidationConfig, as_json: bool,
+) -> BuildResult:
+    if client is None:
+        with GateProgress(errors, f"validating {name}", enabled=not as_json) as bar:
+            result = build_from_blueprint(name, target, registry, backend=sandbox, config=config, progress=bar.callback)
+        if not as_json:
+            errors.print(f"{name}: built-in blueprint (no LLM configured)", highlight=False)
+    else:
+        chosen = resolve_capability(name, description, analysis)
+        chosen_target = resolve_target(name, target, analysis)
+        with GateProgress(errors, f"{name}", enabled=not as_json) as bar:
+            def on_attempt(number: int, phase: str) -> None:
+                bar.progress.reset(bar.task)
+                bar.label = f"{name} attempt {number}/{max_attempts}: {phase}"
+                bar.progress.update(bar.task, description=bar.label)
+
+            result = build_with_llm(
+                chosen, chosen_target, client, registry, build_dir, max_attempts, backend=sandbox, config=config,
+                on_attempt=on_attempt, progress=bar.callback,
+            )
+    if not as_json:
+        _print_sandbox(result.sandbox, result.sandbox_warning)
+        if result.report is not None:
+            console.print(report_table(result.report, f"validation of {name}" + (f" (attempt {result.attempts})" if result.generator == "llm" else "")))
+    return result
+
+
+def _build_summary(results: list[BuildResult]) -> Table:
+    table = Table(title="factory build")
+    for column in ("capability", "target", "generator", "attempts", "checks", "time", "tokens", "cost", "gym id"):
+        table.add_column(column, no_wrap=column in ("capability", "gym id"))
+    for r in results:
+        checks = "-"
+        if r.report is not None:
+            ran = [c for c in r.report.checks if not c.skipped]
+            checks = f"{sum(c.passed for c in ran)}/{len(r.report.checks)}"
+        generator = r.generator if r.model is None else f"llm ({r.model})"
+        tokens = f"{r.input_tokens:,} in / {r.output_tokens:,} out" if r.generator == "llm" else "-"
+        cost = "-" if r.generator != "llm" else ("unknown" if r.cost_usd is None else f"${r.cost_usd:.4f}")
+        gym_id = f"[bold]{r.gym_id}[/]" if r.registered else "[red]not registered[/]"
+        table.add_row(r.capability, r.target, generator, str(r.attempts), checks, f"{r.seconds:.1f} s", tokens, cost, gym_id)
+    return table
 
 
 @app.command()

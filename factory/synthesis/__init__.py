@@ -1,0 +1,1 @@
+"""LLM environment synthesis: prompt, extract code, validate in the sandbox, repair, repeat."""
