@@ -1,0 +1,66 @@
+"""Benchmark: ``factory analyze`` with the offline labeler on 1,000 τ² trajectories (target: < 30 s on 2 cores).
+
+Builds 1,000 trajectories from the real τ² airline and retail tasks (gold replays and injected failures,
+see ``factory.analyze.injection``), writes them as JSONL, then times the command end to end in a fresh
+Python process: start-up, import, labeling with N = 10 runs, statistics with 1,000 bootstrap resamples,
+charts and report. Run: ``python bench/bench_analyze.py [--shared PATH] [--repeat 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_SHARED = REPO.parent / "shared" / "targets" / "tau2"
+RUNNER = "import typer; from factory.analyze.command import analyze_command; typer.run(analyze_command)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="folder with airline/ and retail/ τ² data")
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=30.0, help="seconds; exit 1 when the median exceeds it")
+    args = parser.parse_args()
+
+    sys.path.insert(0, str(REPO))
+    from factory.analyze.importers import write_jsonl
+    from factory.analyze.injection import Tau2Domain, build_cases
+
+    domains = [Tau2Domain.load(args.shared / name) for name in ("airline", "retail")]
+    cases = build_cases(domains, seed=0)
+    random.Random(0).shuffle(cases)
+    trajectories = [c.trajectory for c in cases[: args.count]]
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "trajectories.jsonl"
+        write_jsonl(trajectories, data)
+        command = [
+            sys.executable, "-c", RUNNER, str(data),
+            "--tasks", str(args.shared / "airline" / "tasks.json"), "--tasks", str(args.shared / "retail" / "tasks.json"),
+            "--runs", "10", "--bootstrap", "1000", "--out", str(Path(tmp) / "out"), "--json",
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TRACE_LLM": ""}
+        times = []
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            done = subprocess.run(command, env=env, capture_output=True, text=True)
+            times.append(time.perf_counter() - start)
+            if done.returncode != 0:
+                print(done.stderr, file=sys.stderr)
+                return 2
+    median = statistics.median(times)
+    print(f"factory analyze, offline labeler, {len(trajectories)} trajectories, N=10 runs, 1000 bootstrap resamples, {os.cpu_count()} CPU(s)")
+    print("runs (s): " + ", ".join(f"{t:.2f}" for t in times) + f"; median {median:.2f} s (budget {args.budget:.0f} s)")
+    return 0 if median < args.budget else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

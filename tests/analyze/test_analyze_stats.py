@@ -1,0 +1,135 @@
+"""The selection statistics, pinned on hand-computed examples (NA handling, coverage, K of N, intervals)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from factory.analyze.stats import LabelMatrix, capability_statistics, failures_covered, overlap, run_figures
+from schemas.capability import CapabilityLabel, TrajectoryLabel
+
+L, P, N = CapabilityLabel.LACKING, CapabilityLabel.PRESENT, CapabilityLabel.NA
+
+
+def labels(capability: str, marks: dict[str, CapabilityLabel]) -> list[TrajectoryLabel]:
+    return [TrajectoryLabel(trajectory_id=t, capability=capability, label=m) for t, m in marks.items()]
+
+
+# 4 successes, 5 failures
+OUTCOMES = {"s1": True, "s2": True, "s3": True, "s4": True, "f1": False, "f2": False, "f3": False, "f4": False, "f5": False}
+EXAMPLE = {"s1": L, "s2": P, "s3": N, "s4": P, "f1": L, "f2": L, "f3": N, "f4": P, "f5": N}
+
+
+def test_paper_figures_on_a_hand_computed_example():
+    matrix = LabelMatrix.build(OUTCOMES, ["x"], [labels("x", EXAMPLE)])
+    figures = run_figures(matrix.codes[0, 0], matrix.success, delta=0.2, rho=0.1)
+    # ER+ = 1 lacking / 3 labeled successes (s3 is NA and leaves the denominator), not 1/4
+    assert figures.er_success == pytest.approx(1 / 3)
+    # ER- = 2 lacking / 3 labeled failures (f3, f5 NA), not 2/5
+    assert figures.er_failure == pytest.approx(2 / 3)
+    assert figures.gap == pytest.approx(1 / 3)
+    # coverage counts ALL failures in the denominator, NA ones included: 2/5, not 2/3
+    assert figures.coverage == pytest.approx(2 / 5)
+    assert figures.selected
+
+
+def test_missing_labels_count_as_na():
+    partial = {k: v for k, v in EXAMPLE.items() if v != N}
+    matrix = LabelMatrix.build(OUTCOMES, ["x"], [labels("x", partial)])
+    figures = run_figures(matrix.codes[0, 0], matrix.success, 0.2, 0.1)
+    assert (figures.er_success, figures.er_failure, figures.coverage) == pytest.approx((1 / 3, 2 / 3, 2 / 5))
+
+
+def test_undefined_rates_are_none_and_never_selected():
+    all_na_successes = {**EXAMPLE, "s1": N, "s2": N, "s4": N}
+    matrix = LabelMatrix.build(OUTCOMES, ["x"], [labels("x", all_na_successes)])
+    figures = run_figures(matrix.codes[0, 0], matrix.success, 0.2, 0.1)
+    assert figures.er_success is None and figures.gap is None and not figures.selected
+    assert figures.er_failure == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    ("marks", "selected"),
+    [
+        # Δ = 0.7 - 0.5 (float: 0.19999999999999996) meets δ = 0.2; coverage 0.7 ≥ 0.1
+        ({**{f"s{i}": (L if i < 5 else P) for i in range(10)}, **{f"f{i}": (L if i < 7 else P) for i in range(10)}}, True),
+        # Δ = 0.6 - 0.5 = 0.1 < δ
+        ({**{f"s{i}": (L if i < 5 else P) for i in range(10)}, **{f"f{i}": (L if i < 6 else P) for i in range(10)}}, False),
+        # Δ = 1.0 but coverage = 1/10 lacking... exactly ρ = 0.1: kept
+        ({**{f"s{i}": N for i in range(10)}, "s0": P, **{f"f{i}": N for i in range(10)}, "f0": L}, True),
+        # coverage 1/20 < ρ though Δ = 1
+        ({**{f"s{i}": P for i in range(10)}, **{f"f{i}": N for i in range(20)}, "f0": L}, False),
+    ],
+)
+def test_thresholds_on_the_boundary(marks, selected):
+    outcomes = {t: t.startswith("s") for t in marks}
+    matrix = LabelMatrix.build(outcomes, ["x"], [labels("x", marks)])
+    assert run_figures(matrix.codes[0, 0], matrix.success, delta=0.2, rho=0.1).selected is selected
+
+
+SELECTING_RUN = {"s1": P, "s2": P, "s3": P, "s4": P, "f1": L, "f2": L, "f3": L, "f4": P, "f5": P}  # Δ 0.6, coverage 0.6
+REJECTING_RUN = {"s1": L, "s2": L, "s3": P, "s4": P, "f1": L, "f2": L, "f3": P, "f4": P, "f5": N}  # Δ 0.0
+
+
+def _run_selecting(selected: bool) -> dict[str, CapabilityLabel]:
+    return SELECTING_RUN if selected else REJECTING_RUN
+
+
+@pytest.mark.parametrize(("hits", "k", "kept"), [(8, 8, True), (7, 8, False), (10, 8, True), (2, 2, True), (1, 2, False)])
+def test_k_of_n_rule(hits: int, k: int, kept: bool):
+    n = 10 if k == 8 else 3
+    runs = [labels("x", _run_selecting(r < hits)) for r in range(n)]
+    matrix = LabelMatrix.build(OUTCOMES, ["x"], runs)
+    (stats,) = capability_statistics(matrix, delta=0.2, rho=0.1, min_runs=k, bootstrap=0)
+    assert stats.selected_runs == hits and stats.total_runs == n
+    assert stats.selected is kept
+    assert [f.selected for f in stats.per_run] == [r < hits for r in range(n)]
+
+
+def test_run_averaged_figures():
+    runs = [labels("x", _run_selecting(True)), labels("x", _run_selecting(False))]
+    matrix = LabelMatrix.build(OUTCOMES, ["x"], runs)
+    (stats,) = capability_statistics(matrix, min_runs=1, bootstrap=0)
+    # run 1: ER+ 0, ER- 3/5, cov 3/5; run 2: ER+ 2/4, ER- 2/4, cov 2/5
+    assert stats.er_success == pytest.approx((0 + 0.5) / 2)
+    assert stats.er_failure == pytest.approx((0.6 + 0.5) / 2)
+    assert stats.gap == pytest.approx((0.6 + 0.0) / 2)
+    assert stats.coverage == pytest.approx((0.6 + 0.4) / 2)
+
+
+def test_min_runs_above_n_is_rejected():
+    matrix = LabelMatrix.build(OUTCOMES, ["x"], [labels("x", EXAMPLE)])
+    with pytest.raises(ValueError, match="min_runs"):
+        capability_statistics(matrix, min_runs=2)
+
+
+def test_bootstrap_intervals_bracket_the_estimate_and_are_reproducible():
+    rng = np.random.default_rng(1)
+    outcomes = {f"t{i}": i < 100 for i in range(300)}
+    marks = {t: (L if rng.random() < (0.1 if ok else 0.5) else P) for t, ok in outcomes.items()}
+    matrix = LabelMatrix.build(outcomes, ["x"], [labels("x", marks)])
+    (a,) = capability_statistics(matrix, min_runs=1, bootstrap=500, seed=3)
+    (b,) = capability_statistics(matrix, min_runs=1, bootstrap=500, seed=3)
+    assert a.gap_ci == b.gap_ci and a.coverage_ci == b.coverage_ci
+    assert a.gap_ci.low < a.gap < a.gap_ci.high and a.gap_ci.high - a.gap_ci.low < 0.3
+    assert a.coverage_ci.low < a.coverage < a.coverage_ci.high
+
+
+def test_bootstrap_of_constant_labels_is_a_point():
+    outcomes = {f"t{i}": i < 5 for i in range(10)}
+    marks = {t: (P if ok else L) for t, ok in outcomes.items()}
+    (stats,) = capability_statistics(LabelMatrix.build(outcomes, ["x"], [labels("x", marks)]), min_runs=1, bootstrap=200)
+    assert (stats.gap_ci.low, stats.gap_ci.high) == (1.0, 1.0)
+    assert (stats.coverage_ci.low, stats.coverage_ci.high) == (1.0, 1.0)
+
+
+def test_overlap_and_covered_failures():
+    runs = [
+        labels("a", {"f1": L, "f2": L, "f3": P, "s1": P}) + labels("b", {"f1": L, "f2": P, "f3": L, "s1": L}),
+    ]
+    outcomes = {"s1": True, "f1": False, "f2": False, "f3": False, "f4": False}
+    matrix = LabelMatrix.build(outcomes, ["a", "b"], runs)
+    (pair,) = overlap(matrix)
+    assert (pair.a, pair.b, pair.both, pair.either) == ("a", "b", 1, 3)  # s1 is a success: not counted
+    assert pair.jaccard == pytest.approx(1 / 3)
+    assert failures_covered(matrix, ["a"]) == 2 and failures_covered(matrix, ["a", "b"]) == 3
