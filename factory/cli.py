@@ -376,8 +376,39 @@ def _parse_env_ref(reference: str, version: int | None) -> tuple[str, int | None
     return name, version
 
 
+def _usage_error_types() -> tuple[type[Exception], ...]:
+    """Click's usage errors: typer >= 0.26 vendors click as ``typer._click``; older typer uses click itself."""
+    found: list[type[Exception]] = []
+    try:
+        from typer._click.exceptions import UsageError as VendoredUsageError
+
+        found.append(VendoredUsageError)
+    except ImportError:
+        pass
+    try:
+        import click
+
+        found.append(click.UsageError)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
 def main() -> None:
-    app()
+    """Entry point. Usage errors (unknown flags, missing values) get one line, like every other bad input."""
+    import sys
+
+    try:
+        code = app(standalone_mode=False)
+    except _usage_error_types() as exc:
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            print(ctx.get_help())
+            sys.exit(2)
+        command = ctx.command_path if ctx is not None else "factory"
+        errors.print(f"[bold red]error:[/] {exc.format_message()} (see `{command} --help`)", highlight=False, soft_wrap=True)  # type: ignore[attr-defined]
+        sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

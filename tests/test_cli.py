@@ -125,3 +125,18 @@ def test_unsafe_backend_is_loudly_labelled(registry_root: Path, tmp_path: Path) 
     assert "UNSANDBOXED" in (data["backend_warning"] or "")
     human = invoke("validate", str(TEST_ENVS / "tiny_cancel.py"), "--sandbox", "unsafe-subprocess")
     assert "WARNING" in human.output and "UNSANDBOXED" in human.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["build", "--bogus"], "No such option: --bogus"),
+        (["build", "-c"], "Option '-c' requires an argument"),
+        (["build", "-c", "x", "--max-attempts", "0"], "Invalid value for '--max-attempts'"),
+    ],
+)
+def test_usage_errors_from_the_real_entry_point_are_one_line(args: list[str], message: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "factory.cli", *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
