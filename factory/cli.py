@@ -152,7 +152,16 @@ def build(
             fail("--description defines a new capability, which needs an LLM to write its env: pass --llm PROVIDER:MODEL")
         results = []
         for name in names:
-            results.append(_build_one(name, description, target, analysis, client, max_attempts, build_dir, registry, sandbox, config, as_json))
+            try:
+                results.append(_build_one(name, description, target, analysis, client, max_attempts, build_dir, registry, sandbox, config, as_json))
+            except BuildError as exc:
+                if not build_all:
+                    raise
+                results.append(BuildResult(  # one capability that cannot be built must not stop the others
+                    capability=name, target=target or "", gym_id=None, version=None, new_version=False,
+                    generator="llm" if client else "blueprint", registered=False, validation="not run", sandbox=sandbox,
+                    registry=str(Registry(registry).root), error=str(exc), seconds=0.0, report=None,
+                ))
     except (BuildError, RegistryError, SandboxError, LLMConfigError) as exc:
         fail(str(exc))
         return
@@ -306,7 +315,7 @@ def envs_list(registry: RegistryOption = None, as_json: JsonOption = False) -> N
         return
     table = Table(title=f"envs in {Registry(registry).root}")
     for column in ("gym id", "target", "generator", "validation", "tools", "created"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column in ("gym id", "created"))
     for m in manifests:
         table.add_row(
             m.gym_id, m.target, m.provenance.generator, m.validation, str(len(m.tools)), m.created_at.strftime("%Y-%m-%d %H:%M")

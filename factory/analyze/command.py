@@ -46,7 +46,7 @@ def _summary(result: AnalysisResult, paths: dict[str, Path], console: Console) -
     report = result.report
     table = Table(title=f"Capabilities ({report.labeler}; δ={report.delta:g}, ρ={report.coverage_threshold:g}, K={report.min_runs} of N={report.runs})")
     for column, justify in (("capability", "left"), ("ER+", "right"), ("ER−", "right"), ("Δ [95% CI]", "right"), ("coverage [95% CI]", "right"), ("runs", "right"), ("selected", "center")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        table.add_column(column, justify=justify, no_wrap=column in ("capability", "Δ [95% CI]", "coverage [95% CI]"))  # type: ignore[arg-type]
 
     def fmt(value: float | None, ci=None) -> str:
         text = "—" if value is None else f"{value:.2f}"
@@ -75,13 +75,13 @@ def analyze_command(
     ],
     llm: Annotated[
         Optional[str],
-        typer.Option("--llm", help="Analysis LLM, e.g. openai:gpt-4.1, anthropic:claude-sonnet-4-5, vllm:MODEL; 'offline' (the default without $TRACE_LLM) uses the rule-based labeler."),
+        typer.Option("--llm", help="Analysis LLM, e.g. openai:gpt-4.1, anthropic:claude-opus-4-6, vllm:MODEL; 'offline' (the default without $TRACE_LLM) uses the rule-based labeler."),
     ] = None,
     llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="Base URL of an OpenAI-compatible server (or $TRACE_LLM_BASE_URL).")] = None,
     runs: Annotated[str, typer.Option("--runs", metavar="N", help="Independent labeling runs.")] = "10",
     delta: Annotated[str, typer.Option("--delta", metavar="FLOAT", help="Minimum contrast Δ = ER− − ER+ (δ).")] = "0.20",
     coverage: Annotated[str, typer.Option("--coverage", metavar="FLOAT", help="Minimum share of all failures lacking the capability (ρ).")] = "0.10",
-    min_runs: Annotated[Optional[str], typer.Option("--min-runs", metavar="K", help="Runs that must select a capability [default: ceil(0.8 N), 8 of 10].")] = None,
+    min_runs: Annotated[Optional[str], typer.Option("--min-runs", metavar="K", help="Runs that must select a capability (default: ceil(0.8 N), i.e. 8 of 10).")] = None,
     tasks: Annotated[Optional[list[Path]], typer.Option("--tasks", help="τ² tasks.json with gold actions, for the offline labeler (repeatable).")] = None,
     catalogue: Annotated[str, typer.Option("--catalogue", metavar="MODE", help="seed: built-in capabilities seed LLM discovery; only: no discovery; off: discovery alone.")] = "seed",
     batch_size: Annotated[str, typer.Option("--batch-size", metavar="N", help="Trajectories per labeling call.")] = "4",
@@ -94,18 +94,15 @@ def analyze_command(
 ) -> None:
     """Find the capabilities an agent lacks by contrasting its successful and failed trajectories (TRACE).
 
-    Each candidate capability is labeled NA / PRESENT / LACKING on every trajectory, N times. A capability is
-    kept when the lacking rate among failures exceeds that among successes by at least δ, and it is lacking in
-    at least a share ρ of all failures, in at least K of the N runs. Writes capabilities.json (for
-    `factory build --report`), report.md, charts and labels.jsonl under --out.
+    Each candidate capability is labeled NA / PRESENT / LACKING on every trajectory, N times. A capability is kept when the lacking rate among failures exceeds that among successes by at least δ, and it is lacking in at least a share ρ of all failures, in at least K of the N runs. Writes capabilities.json (for `factory build --report`), report.md, charts and labels.jsonl under --out.
 
     Examples:
 
-      factory analyze results.json --tasks ../shared/targets/tau2/airline/tasks.json
+    factory analyze results.json --tasks ../shared/targets/tau2/airline/tasks.json
 
-      factory analyze runs/*.json --llm openai:gpt-4.1 --runs 10 --out analysis/
+    factory analyze runs/*.json --llm openai:gpt-4.1 --runs 10 --out analysis/
 
-      factory analyze traj.jsonl --llm vllm:Qwen/Qwen3-32B --llm-base-url http://127.0.0.1:8000/v1 --json
+    factory analyze traj.jsonl --llm vllm:Qwen/Qwen3-32B --llm-base-url http://127.0.0.1:8000/v1 --json
     """
     err = Console(stderr=True)
     try:

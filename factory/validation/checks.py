@@ -28,6 +28,7 @@ from schemas.validation import CheckResult, Counterexample, ValidationConfig
 from sandbox import WorkerCrashed, WorkerError, WorkerTimeout
 
 REQUIRED_INFO = ("capability", "target", "tools", "max_steps", "tool_names")
+WORKER_FAILURES = (WorkerError, WorkerTimeout, WorkerCrashed)
 
 
 class CheckContext:
@@ -82,6 +83,11 @@ def _find_counterexample(
         return find(strategy, is_failure, settings=ctx.hypothesis_settings(examples))
     except (NoSuchExample, Unsatisfiable):
         return None
+    except BaseExceptionGroup as group:  # Hypothesis groups distinct errors; a dead worker is the one that matters
+        worker_failure = next((e for e in group.exceptions if isinstance(e, WORKER_FAILURES)), None)
+        if worker_failure is not None:
+            raise worker_failure from group
+        raise
 
 
 def _seed_strategy(ctx: CheckContext) -> st.SearchStrategy[int]:
@@ -365,4 +371,3 @@ SANDBOX_CHECKS: list[tuple[str, Callable[[CheckContext], CheckResult]]] = [
     ("budget", check_budget),
 ]
 
-WORKER_FAILURES = (WorkerError, WorkerTimeout, WorkerCrashed)

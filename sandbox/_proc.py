@@ -1,0 +1,228 @@
+"""Running a local process (bwrap or plain) with a wall timeout, output caps and no hangs.
+
+One thread does everything for ``exec``: a selector over stdout, stderr, stdin and a pidfd. It
+never blocks on a pipe past the deadline, so a job that floods its output or an orphan that keeps
+a pipe open cannot hang the caller; killing never depends on the reader making progress.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from typing import Callable, Sequence
+
+from sandbox.base import Channel, ExecResult, OutputCapture, signal_reason
+
+_CHUNK = 1 << 16
+#: How long we keep draining pipes after the main process exited (orphans may hold them open).
+_EXIT_GRACE_S = 0.3
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: dict[str, str] | None,
+    preexec_fn: Callable[[], None] | None,
+    pass_fds: Sequence[int] = (),
+    stdin: bool,
+) -> subprocess.Popen:
+    """Start argv as the leader of a new session (so the whole group can be killed)."""
+    return subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=preexec_fn,
+        start_new_session=True,
+        pass_fds=tuple(pass_fds),
+        close_fds=True,
+    )
+
+
+def run_job(
+    proc: subprocess.Popen,
+    *,
+    stdin_data: bytes | None,
+    timeout_s: float,
+    output_cap: int,
+    started: float,
+    kill: Callable[[], None] | None = None,
+    exit_code_of: Callable[[int], tuple[int | None, str | None]] | None = None,
+) -> ExecResult:
+    """Pump the process's pipes until it ends, the deadline passes or the output cap is hit."""
+    kill = kill or (lambda: _killpg(proc.pid))
+    out, err = OutputCapture(output_cap), OutputCapture(output_cap)
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    for f, cap in ((proc.stdout, out), (proc.stderr, err)):
+        os.set_blocking(f.fileno(), False)
+        sel.register(f.fileno(), selectors.EVENT_READ, cap)
+    pidfd = os.pidfd_open(proc.pid)
+    sel.register(pidfd, selectors.EVENT_READ, "exit")
+    pending = memoryview(stdin_data or b"")
+    if proc.stdin is not None:
+        os.set_blocking(proc.stdin.fileno(), False)
+        if pending:
+            sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE, "stdin")
+        else:
+            proc.stdin.close()
+
+    deadline = started + timeout_s
+    killed_reason: str | None = None
+    exited_at: float | None = None
+    open_pipes = 2
+    try:
+        while True:
+            now = time.monotonic()
+            if exited_at is not None and (open_pipes == 0 or now - exited_at > _EXIT_GRACE_S):
+                break
+            if killed_reason is None and now >= deadline:
+                killed_reason = "timeout"
+                kill()
+                deadline = now + 5.0  # hard bound on draining after the kill
+            elif killed_reason is not None and now >= deadline:
+                break  # killed and still not gone: give up waiting (never hang the caller)
+            wait = deadline - now
+            if exited_at is not None:
+                wait = min(wait, _EXIT_GRACE_S - (now - exited_at))
+            for key, _ in sel.select(timeout=max(0.0, wait)):
+                tag = key.data
+                if tag == "exit":
+                    sel.unregister(pidfd)
+                    exited_at = time.monotonic()
+                elif tag == "stdin":
+                    try:
+                        n = os.write(key.fd, pending[:_CHUNK])
+                        pending = pending[n:]
+                    except (BrokenPipeError, OSError):
+                        pending = memoryview(b"")
+                    if not pending:
+                        sel.unregister(key.fd)
+                        proc.stdin.close()  # type: ignore[union-attr]
+                else:
+                    try:
+                        data = os.read(key.fd, _CHUNK)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        data = b""
+                    if not data:
+                        sel.unregister(key.fd)
+                        open_pipes -= 1
+                        continue
+                    if tag.feed(data) and killed_reason is None:
+                        killed_reason = "output_cap"
+                        kill()
+                        deadline = time.monotonic() + 5.0
+    finally:
+        sel.close()
+        os.close(pidfd)
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+    if killed_reason is not None:
+        kill()  # the group may have survived the first kill in a race with fork
+    try:
+        rc = proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        _killpg(proc.pid)  # the gentle kill did not finish the job: kill the launcher too
+        try:
+            rc = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            rc = None
+    code: int | None
+    reason = killed_reason
+    if killed_reason is not None:
+        code = None
+    elif exit_code_of is not None and rc is not None:
+        code, reason = exit_code_of(rc)
+    else:
+        code, reason = rc, signal_reason(rc)
+    return ExecResult(
+        exit_code=code,
+        stdout=out.text(),
+        stderr=err.text(),
+        timed_out=killed_reason == "timeout",
+        truncated=out.truncated or err.truncated,
+        duration_s=round(time.monotonic() - started, 6),
+        killed_reason=reason,
+    )
+
+
+class ProcessChannel(Channel):
+    """A worker that is a local child process (bwrap or plain)."""
+
+    def __init__(self, proc: subprocess.Popen, kill: Callable[[], None] | None = None):
+        super().__init__()
+        self.proc = proc
+        self._kill = kill or (lambda: _killpg(proc.pid))
+        self._threads: list[threading.Thread] = []
+        self._eof_count = 0
+        self._eof_lock = threading.Lock()
+
+    def start(self) -> None:
+        for f, cb in ((self.proc.stdout, self.on_stdout), (self.proc.stderr, self.on_stderr)):
+            t = threading.Thread(target=self._pump, args=(f, cb), daemon=True, name="sandbox-worker-reader")
+            t.start()
+            self._threads.append(t)
+
+    def _pump(self, f, cb) -> None:  # type: ignore[no-untyped-def]
+        fd = f.fileno()
+        try:
+            while True:
+                data = os.read(fd, _CHUNK)
+                if not data:
+                    break
+                cb(data)
+        except OSError:
+            pass
+        finally:
+            with self._eof_lock:
+                self._eof_count += 1
+                last = self._eof_count == 2
+            if last:
+                self.on_eof()
+
+    def write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def kill(self) -> None:
+        self._kill()
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def exit_code(self, wait_s: float = 0.0) -> int | None:
+        try:
+            return self.proc.wait(timeout=wait_s) if wait_s else self.proc.poll()
+        except subprocess.TimeoutExpired:
+            return None

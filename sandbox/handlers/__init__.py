@@ -1,0 +1,1 @@
+"""Built-in worker handlers (``python -m sandbox.worker sandbox.handlers.<name>``)."""

@@ -1,0 +1,354 @@
+"""Build the Docker image ``trace-factory-sandbox:py311`` - offline, from the host interpreter.
+
+CI machines cannot reach Docker Hub, so the default build assembles a root filesystem from what
+is already here: the running CPython install (stdlib, without tests/tk/idle/static lib), the
+site-packages of the runtime dependencies (pydantic, jsonschema, gymnasium, numpy and everything
+they require), the shared libraries ``ldd`` says they need, the dynamic loader and
+``/etc/ld.so.cache``. The interpreter keeps its host path (no relocation issues with RPATHs),
+``/usr/local/bin/python`` points at it. The tar is ``docker import``-ed with the image config.
+
+Where a registry is reachable, ``--source registry`` builds the same contract from
+``python:3.11-slim`` with a Dockerfile instead.
+
+The project's own packages are NOT baked in: the docker backend ships them into a read-only
+volume at open, so code changes need no rebuild.
+
+    python -m sandbox.image build [--tag TAG] [--source host|registry]
+    python -m sandbox.image info
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+DEFAULT_TAG = os.environ.get("TRACE_SANDBOX_IMAGE", "trace-factory-sandbox:py311")
+LABEL = "trace-factory.sandbox-image"
+
+#: Distributions the sandboxed runtime imports; their requirements are added recursively.
+ROOT_DISTRIBUTIONS = (
+    "pydantic", "pydantic_core", "jsonschema", "referencing", "rpds-py", "attrs",
+    "jsonschema-specifications", "typing_extensions", "annotated-types", "typing-inspection",
+    "gymnasium", "numpy", "cloudpickle", "farama-notifications", "filelock",
+)
+
+_STDLIB_SKIP = {"site-packages", "dist-packages", "test", "tests", "idlelib", "tkinter", "turtledemo",
+                "ensurepip", "lib2to3", "pydoc_data", "__phello__"}
+
+DOCKERFILE = """\
+FROM python:3.11-slim
+RUN pip install --no-cache-dir "pydantic>=2.7,<3" "jsonschema>=4.21,<5" "gymnasium>=1.0,<2" "numpy>=1.26" \\
+        "filelock>=3.13" \\
+ && mkdir -p /sandbox/work /sandbox/runtime \\
+ && chown 65534:65534 /sandbox/work
+ENV LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin
+WORKDIR /sandbox/work
+USER 65534:65534
+LABEL trace-factory.sandbox-image=registry
+CMD ["python3"]
+"""
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def distribution_closure(roots: tuple[str, ...] = ROOT_DISTRIBUTIONS) -> list[metadata.Distribution]:
+    """The installed distributions named in ``roots`` plus their non-extra requirements."""
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # pragma: no cover - packaging is nearly always present
+        Requirement = None  # type: ignore[assignment,misc]
+    seen: dict[str, metadata.Distribution] = {}
+    todo = [_norm(r) for r in roots]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        seen[name] = dist
+        for req in dist.requires or []:
+            if Requirement is not None:
+                r = Requirement(req)
+                if r.marker is not None:
+                    try:
+                        if not r.marker.evaluate({"extra": ""}):
+                            continue
+                    except Exception:  # noqa: BLE001
+                        continue
+                todo.append(_norm(r.name))
+            elif "extra ==" not in req:
+                todo.append(_norm(re.split(r"[ ;<>=!~\[(]", req, maxsplit=1)[0]))
+    return list(seen.values())
+
+
+class _RootfsTar:
+    """Adds host files to a tar at their own paths, tracking parents and symlinks."""
+
+    def __init__(self, fileobj) -> None:  # type: ignore[no-untyped-def]
+        self.tar = tarfile.open(fileobj=fileobj, mode="w")
+        self.names: set[str] = set()
+
+    def _dirs(self, arc: str) -> None:
+        parts = arc.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            self.dir("/" + "/".join(parts[:i]))
+
+    def dir(self, path: str, mode: int = 0o755, uid: int = 0) -> None:
+        arc = path.strip("/")
+        if not arc or arc in self.names:
+            return
+        self._dirs(arc)
+        ti = tarfile.TarInfo(arc)
+        ti.type, ti.mode, ti.uid, ti.gid = tarfile.DIRTYPE, mode, uid, uid
+        self.tar.addfile(ti)
+        self.names.add(arc)
+
+    def data(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        arc = path.strip("/")
+        if arc in self.names:
+            return
+        self._dirs(arc)
+        ti = tarfile.TarInfo(arc)
+        ti.size, ti.mode = len(data), mode
+        self.tar.addfile(ti, io.BytesIO(data))
+        self.names.add(arc)
+
+    def symlink(self, path: str, target: str) -> None:
+        arc = path.strip("/")
+        if arc in self.names:
+            return
+        self._dirs(arc)
+        ti = tarfile.TarInfo(arc)
+        ti.type, ti.linkname, ti.mode = tarfile.SYMTYPE, target, 0o777
+        self.tar.addfile(ti)
+        self.names.add(arc)
+
+    def host(self, path: str) -> None:
+        """Add a host file (following intermediate symlinks, keeping the final one as a link)."""
+        p = os.path.abspath(path)
+        if p.strip("/") in self.names:
+            return
+        parent_real = os.path.realpath(os.path.dirname(p))
+        if parent_real != os.path.dirname(p):  # e.g. /lib -> usr/lib on merged-/usr hosts
+            self.host(os.path.join(parent_real, os.path.basename(p)))
+            return
+        if os.path.islink(p):
+            target = os.readlink(p)
+            self.symlink(p, target)
+            self.host(os.path.join(os.path.dirname(p), target) if not target.startswith("/") else target)
+            return
+        if os.path.isdir(p):
+            self.dir(p, os.stat(p).st_mode & 0o7777)
+            return
+        st = os.stat(p)
+        arc = p.strip("/")
+        self._dirs(arc)
+        ti = tarfile.TarInfo(arc)
+        ti.size, ti.mode, ti.mtime = st.st_size, st.st_mode & 0o7777, int(st.st_mtime)
+        with open(p, "rb") as f:
+            self.tar.addfile(ti, f)
+        self.names.add(arc)
+
+    def close(self) -> None:
+        self.tar.close()
+
+
+def _ldd(paths: list[str]) -> set[str]:
+    libs: set[str] = set()
+    for i in range(0, len(paths), 200):
+        out = subprocess.run(["ldd", *paths[i:i + 200]], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            m = re.search(r"=>\s+(/\S+)", line) or re.match(r"\s+(/\S+)\s+\(0x", line)
+            if m:
+                libs.add(m.group(1))
+    return libs
+
+
+def _skip_pyc(name: str) -> bool:
+    return ".opt-" in name
+
+
+def build_rootfs_tar(out: Path) -> dict[str, object]:
+    """Write the root filesystem tar to ``out``; returns stats."""
+    prefix = os.path.realpath(sys.base_prefix)
+    exe = os.path.realpath(sys.executable)
+    if not exe.startswith(prefix + "/"):
+        exe = os.path.realpath(os.path.join(prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}"))
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    elfs: list[str] = [exe]
+    count = 0
+    with open(out, "wb") as fh:
+        t = _RootfsTar(fh)
+        for top in ("/bin", "/sbin", "/lib", "/lib64"):
+            if os.path.islink(top):
+                t.symlink(top, os.readlink(top))
+        for d in ("/usr/bin", "/usr/lib", "/etc", "/proc", "/sys", "/dev", "/sandbox/runtime", "/usr/local/bin"):
+            t.dir(d)
+        t.dir("/tmp", 0o1777)
+        t.dir("/sandbox/work", 0o755, uid=65534)
+        from sandbox.runtime import GROUP, PASSWD
+
+        t.data("/etc/passwd", PASSWD.encode())
+        t.data("/etc/group", GROUP.encode())
+        if os.path.exists("/etc/ld.so.cache"):
+            t.host("/etc/ld.so.cache")
+        # interpreter
+        t.host(exe)
+        bindir = os.path.join(prefix, "bin")
+        for name in ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}"):
+            p = os.path.join(bindir, name)
+            if os.path.lexists(p) and os.path.realpath(p) == exe:
+                t.host(p)
+        t.symlink("/usr/local/bin/python", exe)
+        t.symlink("/usr/local/bin/python3", exe)
+        for lib in Path(prefix, "lib").glob("libpython*.so*"):
+            t.host(str(lib))
+        # stdlib
+        for dirpath, dirnames, filenames in os.walk(stdlib):
+            rel = os.path.relpath(dirpath, stdlib)
+            if rel == ".":
+                dirnames[:] = [d for d in dirnames if d not in _STDLIB_SKIP and not d.startswith("config-")]
+            dirnames[:] = [d for d in dirnames if d not in ("test", "tests")]
+            for fn in filenames:
+                if fn.endswith((".pyc",)) and _skip_pyc(fn):
+                    continue
+                if fn.endswith((".a", ".exe")) or fn.startswith(("_tkinter", "_test", "xxlimited")):
+                    continue
+                full = os.path.join(dirpath, fn)
+                t.host(full)
+                count += 1
+                if fn.endswith(".so"):
+                    elfs.append(full)
+        # site-packages of the runtime distributions
+        dists = distribution_closure()
+        for dist in dists:
+            for f in dist.files or []:
+                full = os.path.realpath(dist.locate_file(f))
+                if not os.path.isfile(full) or _skip_pyc(full):
+                    continue
+                if "/tests/" in full and not full.endswith(".py"):
+                    continue
+                t.host(full)
+                count += 1
+                if ".so" in os.path.basename(full):
+                    elfs.append(full)
+        # shared libraries (and the loader) they need
+        libs = _ldd(elfs)
+        for lib in sorted(libs):
+            t.host(lib)
+        t.close()
+    return {"files": count, "distributions": sorted(d.metadata["Name"] for d in dists), "libs": len(libs),
+            "prefix": prefix, "size_mb": round(out.stat().st_size / 1e6, 1)}
+
+
+def _client():  # type: ignore[no-untyped-def]
+    import docker
+
+    return docker.from_env(timeout=300)
+
+
+def image_exists(tag: str = DEFAULT_TAG) -> bool:
+    try:
+        _client().images.get(tag)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def build_from_host(tag: str = DEFAULT_TAG, verbose: bool = True) -> str:
+    """Assemble the rootfs from the host interpreter and ``docker import`` it. Returns the image id."""
+    prefix = os.path.realpath(sys.base_prefix)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="trace-image-") as tmp:
+        tar_path = Path(tmp) / "rootfs.tar"
+        stats = build_rootfs_tar(tar_path)
+        if verbose:
+            print(f"rootfs: {stats['size_mb']} MB, {stats['files']} files, {stats['libs']} shared libs, "
+                  f"distributions: {', '.join(stats['distributions'])}", flush=True)  # type: ignore[arg-type]
+        repo, _, tg = tag.rpartition(":")
+        if not repo:
+            repo, tg = tag, "latest"
+        changes = [
+            f"ENV PATH={prefix}/bin:/usr/local/bin:/usr/bin:/bin",
+            "ENV LANG=C.UTF-8",
+            "WORKDIR /sandbox/work",
+            "USER 65534:65534",
+            'CMD ["python3"]',
+            f"LABEL {LABEL}=host-{sys.version_info[0]}.{sys.version_info[1]}",
+        ]
+        client = _client()
+        client.api.import_image(src=str(tar_path), repository=repo, tag=tg, changes=changes)
+    img = client.images.get(tag)
+    if verbose:
+        print(f"built {tag} ({img.short_id}) from the host interpreter in {time.monotonic() - t0:.1f}s", flush=True)
+    return img.id
+
+
+def build_from_registry(tag: str = DEFAULT_TAG, verbose: bool = True) -> str:
+    """Build from ``python:3.11-slim`` (needs a reachable registry and PyPI)."""
+    client = _client()
+    img, logs = client.images.build(fileobj=io.BytesIO(DOCKERFILE.encode()), tag=tag, rm=True, pull=True)
+    if verbose:
+        for chunk in logs:
+            if "stream" in chunk:
+                print(chunk["stream"], end="")
+    return img.id
+
+
+def verify(tag: str = DEFAULT_TAG) -> str:
+    """Run the image the way the sandbox does and import the runtime deps; returns the output."""
+    client = _client()
+    out = client.containers.run(
+        tag, ["python", "-c", "import pydantic, jsonschema, gymnasium, numpy, filelock, sys; print(sys.version.split()[0], 'ok')"],
+        remove=True, network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+        user="65534:65534",
+    )
+    return out.decode().strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sandbox.image", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build the sandbox image")
+    b.add_argument("--tag", default=DEFAULT_TAG)
+    b.add_argument("--source", choices=["host", "registry"], default="host",
+                   help="host: offline, from this interpreter (default); registry: FROM python:3.11-slim")
+    b.add_argument("--no-verify", action="store_true")
+    r = sub.add_parser("rootfs", help="only write the rootfs tar (no docker needed)")
+    r.add_argument("out", type=Path)
+    i = sub.add_parser("info", help="say whether the image exists")
+    i.add_argument("--tag", default=DEFAULT_TAG)
+    args = ap.parse_args(argv)
+    if args.cmd == "rootfs":
+        print(build_rootfs_tar(args.out))
+        return 0
+    if args.cmd == "info":
+        ok = image_exists(args.tag)
+        print(f"{args.tag}: {'present' if ok else 'missing'}")
+        return 0 if ok else 1
+    if args.source == "registry":
+        build_from_registry(args.tag)
+    else:
+        build_from_host(args.tag)
+    if not args.no_verify:
+        print("verify:", verify(args.tag))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

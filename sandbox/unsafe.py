@@ -1,0 +1,128 @@
+"""``unsafe-subprocess``: a plain child process in a temp dir, with rlimits. NOT a sandbox.
+
+For development machines where neither Docker nor bubblewrap is available, and only on explicit
+opt-in (``auto`` never picks it). The code it runs can read host files, the parent's environment
+through /proc, reach the network and the Docker socket, and leave daemons behind. It warns loudly
+on construction and sets ``unsafe = True`` so every report can say isolation was off.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from sandbox import runtime
+from sandbox._proc import ProcessChannel, _killpg, run_job, spawn
+from sandbox.base import (
+    Channel,
+    ExecResult,
+    Sandbox,
+    SandboxLimits,
+    as_bytes,
+    check_argv,
+    default_cap,
+    default_timeout,
+    host_env_allowlist,
+    normalize_relpath,
+)
+from sandbox.bwrap import set_rlimits
+
+WARNING = (
+    "WARNING: unsafe-subprocess backend: untrusted code runs UNSANDBOXED on this machine "
+    "(host files, environment via /proc, network and processes are all reachable). "
+    "Use it only for code you trust; install bubblewrap or Docker for real isolation."
+)
+
+
+class UnsafeSubprocessSandbox(Sandbox):
+    backend = "unsafe-subprocess"
+    unsafe = True
+
+    def __init__(self, limits: SandboxLimits | None = None):
+        super().__init__(limits)
+        print(WARNING, file=sys.stderr, flush=True)
+        self._root: Path | None = None
+        self._procs: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def workdir(self) -> str:
+        if self._root is None:
+            return "<not open>"
+        return str(self._root / "work")
+
+    @property
+    def host_workdir(self) -> Path:
+        return Path(self.workdir)
+
+    def open(self) -> None:
+        if self._opened:
+            return
+        self._rt = runtime.host_runtime()
+        self._root = Path(tempfile.mkdtemp(prefix="trace-unsafe-"))
+        (self._root / "work").mkdir()
+        self._opened = True
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._close_workers()
+        with self._lock:
+            procs = list(self._procs)
+            self._procs.clear()
+        for p in procs:
+            _killpg(p.pid)
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+
+    def _env(self) -> dict[str, str]:
+        path = ":".join([*runtime.python_bin_dirs(), "/usr/local/bin", "/usr/bin", "/bin"])
+        return host_env_allowlist(self.workdir, str(self._rt / "python"), path)
+
+    def _launch(self, argv: list[str], stdin: bool) -> subprocess.Popen:
+        self._check_open()
+        limits = self.limits
+        if argv and argv[0] in ("python", "python3"):
+            argv = [sys.executable, *argv[1:]]
+        proc = spawn(argv, cwd=self.workdir, env=self._env(), preexec_fn=lambda: set_rlimits(limits), stdin=stdin)
+        with self._lock:
+            self._procs.add(proc)
+        return proc
+
+    def put_files(self, files: dict[str, bytes | str]) -> None:
+        self._check_open()
+        for rel, data in files.items():
+            dest = Path(self.workdir) / normalize_relpath(rel)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(as_bytes(data))
+
+    def exec(
+        self,
+        argv: list[str],
+        timeout_s: float | None = None,
+        output_cap: int | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        started = time.monotonic()
+        proc = self._launch(check_argv(argv), stdin=stdin is not None)
+        try:
+            return run_job(
+                proc, stdin_data=stdin, timeout_s=default_timeout(self.limits, timeout_s),
+                output_cap=default_cap(self.limits, output_cap), started=started,
+            )
+        finally:
+            with self._lock:
+                self._procs.discard(proc)
+
+    def _spawn_worker(self, handler: str) -> Channel:
+        return ProcessChannel(self._launch(self.worker_argv(handler), stdin=True))
