@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Make the sandbox backends usable on a fresh Debian machine (CI runs this as root).
+#   bash scripts/sandbox-services.sh          bubblewrap and Docker (daemon + offline image)
+#   bash scripts/sandbox-services.sh bwrap    bubblewrap only (enough for `factory build`)
 #
 # Idempotent: installs bubblewrap + docker.io only if missing, starts dockerd only if
 # `docker info` does not answer, builds the offline sandbox image only if it is missing.
@@ -37,6 +39,10 @@ if command -v bwrap >/dev/null 2>&1; then
   else
     log "bwrap installed but a probe failed: $(head -c 300 /tmp/sandbox-services-bwrap.err)"
   fi
+fi
+
+if [ "${1:-}" = "bwrap" ]; then
+  exit 0
 fi
 
 # --- docker ---------------------------------------------------------------------------

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Installs trace-factory into the current Python environment.
-#   bash scripts/setup.sh         core install (what `factory build` needs)
-#   bash scripts/setup.sh --dev   + test tools and the sandbox backends' system services (bubblewrap,
-#                                 Docker daemon, offline sandbox image); needs root or sudo for apt.
+#   bash scripts/setup.sh         core install plus bubblewrap, the sandbox `factory build` needs
+#   bash scripts/setup.sh --dev   + test tools, LLM SDKs, and the Docker sandbox (daemon and offline image)
+# Installing system packages needs root or sudo (apt); without them the script says what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
-
-"$PYTHON" -m pip install --quiet --disable-pip-version-check -e .
+PIP=("$PYTHON" -m pip install --quiet --disable-pip-version-check)
 
 if [[ "${1:-}" == "--dev" ]]; then
-    "$PYTHON" -m pip install --quiet --disable-pip-version-check -e ".[dev,llm,docker,e2b]"
-    if [[ -x scripts/sandbox-services.sh ]]; then
-        PYTHON="$PYTHON" bash scripts/sandbox-services.sh
-    fi
+    "${PIP[@]}" -e ".[dev,llm,docker,e2b]"
+    PYTHON="$PYTHON" bash scripts/sandbox-services.sh
+else
+    "${PIP[@]}" -e .
+    PYTHON="$PYTHON" bash scripts/sandbox-services.sh bwrap
 fi

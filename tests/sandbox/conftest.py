@@ -75,3 +75,4 @@ def shared_sandboxes(request: pytest.FixtureRequest) -> Iterator[Callable[[str],
     yield get
     for sb in cache.values():
         sb.close()
+
