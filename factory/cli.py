@@ -227,19 +227,39 @@ def _build_one(
 
 
 def _build_summary(results: list[BuildResult]) -> Table:
-    table = Table(title="factory build")
-    for column in ("capability", "target", "generator", "attempts", "checks", "time", "tokens", "cost", "gym id"):
-        table.add_column(column, no_wrap=column in ("capability", "gym id"))
-    for r in results:
+    """Key/value rows for one build; one row per capability for several."""
+
+    def cells(r: BuildResult) -> dict[str, str]:
         checks = "-"
         if r.report is not None:
-            ran = [c for c in r.report.checks if not c.skipped]
-            checks = f"{sum(c.passed for c in ran)}/{len(r.report.checks)}"
-        generator = r.generator if r.model is None else f"llm ({r.model})"
-        tokens = f"{r.input_tokens:,} in / {r.output_tokens:,} out" if r.generator == "llm" else "-"
-        cost = "-" if r.generator != "llm" else ("unknown" if r.cost_usd is None else f"${r.cost_usd:.4f}")
-        gym_id = f"[bold]{r.gym_id}[/]" if r.registered else "[red]not registered[/]"
-        table.add_row(r.capability, r.target, generator, str(r.attempts), checks, f"{r.seconds:.1f} s", tokens, cost, gym_id)
+            checks = f"{sum(c.passed for c in r.report.checks)}/{len(r.report.checks)} passed"
+        return {
+            "capability": r.capability,
+            "target": r.target,
+            "generator": "built-in blueprint (no LLM)" if r.generator == "blueprint" else f"llm ({r.model})",
+            "sandbox": r.sandbox,
+            "attempts": str(r.attempts),
+            "checks": checks,
+            "time": f"{r.seconds:.1f} s",
+            "tokens": f"{r.input_tokens:,} in / {r.output_tokens:,} out" if r.generator == "llm" else "-",
+            "cost": "-" if r.generator != "llm" else ("unknown" if r.cost_usd is None else f"${r.cost_usd:.4f}"),
+            "gym id": f"[bold]{r.gym_id}[/]" if r.registered else "[red]not registered[/]",
+        }
+
+    if len(results) == 1:
+        table = Table(title="factory build", show_header=False, title_justify="left")
+        table.add_column(no_wrap=True)
+        table.add_column(overflow="fold")
+        for key, value in cells(results[0]).items():
+            table.add_row(key, value)
+        return table
+    table = Table(title="factory build", title_justify="left")
+    columns = ["capability", "generator", "attempts", "checks", "time", "cost", "gym id"]
+    for column in columns:
+        table.add_column(column, no_wrap=column in ("capability", "gym id"), overflow="fold")
+    for r in results:
+        row = cells(r)
+        table.add_row(*(row[c] for c in columns))
     return table
 
 

@@ -40,19 +40,26 @@ class GateProgress:
 
 
 def report_table(report: ValidationReport, title: str) -> Table:
-    table = Table(title=title)
+    """One row per check; the reasons and counterexamples of failures follow as a caption."""
+    table = Table(title=title, title_justify="left")
     table.add_column("check", no_wrap=True)
     table.add_column("result", no_wrap=True)
-    for column in ("figure", "time", "why / counterexample"):
-        table.add_column(column, overflow="fold")
+    table.add_column("figure", overflow="fold", ratio=1)
+    table.add_column("time", no_wrap=True, justify="right")
+    notes = []
     for check in report.checks:
         if check.skipped:
             verdict = "[dim]skipped[/]"
         else:
             verdict = "[green]pass[/]" if check.passed else ("[red]FAIL[/]" if check.required else "[yellow]fail[/]")
-        why = check.message
-        if check.counterexample is not None and not check.passed:
+        table.add_row(check.name, verdict, check.figure, f"{check.seconds:.2f}s")
+        if not check.passed and not check.skipped:
+            note = f"[red]{check.name}[/]: {check.message}"
             ce = check.counterexample
-            why += f" [dim](seed {ce.seed}, {len(ce.actions)} actions{'; ' + ce.detail[:80] if ce.detail else ''})[/]"
-        table.add_row(check.name, verdict, check.figure, f"{check.seconds:.2f}s", why)
+            if ce is not None:
+                note += f" (counterexample: seed {ce.seed}, {len(ce.actions)} actions{'; ' + ce.detail[:120] if ce.detail else ''})"
+            notes.append(note)
+    if notes:
+        table.caption = "\n".join(notes)
+        table.caption_justify = "left"
     return table
