@@ -106,7 +106,7 @@ def build(
     target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target profile id (default: the blueprint's or the report's).")] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="capabilities.json from `factory analyze`: descriptions and failure evidence.")] = None,
     build_all: Annotated[bool, typer.Option("--all", help="Build every capability selected in --report.")] = False,
-    llm: Annotated[Optional[str], typer.Option("--llm", help="Generator model, e.g. openai:gpt-4.1, anthropic:claude-opus-4-6, vllm:Qwen/Qwen3-8B (env TRACE_LLM).")] = None,
+    llm: Annotated[Optional[str], typer.Option("--llm", help="Generator model, e.g. openai:gpt-4.1, anthropic:claude-opus-4-5, vllm:Qwen/Qwen3-8B (env TRACE_LLM).")] = None,
     llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="OpenAI-compatible server URL (vLLM, SGLang, Ollama; env TRACE_LLM_BASE_URL).")] = None,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, max=50, help="Generate/validate/repair rounds before giving up.")] = 5,
     llm_timeout: Annotated[float, typer.Option("--llm-timeout", min=1, help="Seconds to wait for one LLM reply (retried on timeout).")] = 300.0,
@@ -128,7 +128,7 @@ def build(
 
     factory build -c refund_rule_lookup --description "Looks up the refund rule before promising money" --target tau2-retail --llm openai:gpt-4.1
 
-    factory build --all --report capabilities.json --llm anthropic:claude-opus-4-6
+    factory build --all --report capabilities.json --llm anthropic:claude-opus-4-5
 
     factory build -c precondition_verification --llm vllm:Qwen/Qwen3-32B --llm-base-url http://127.0.0.1:8000/v1
     """

@@ -200,3 +200,4 @@ def test_duplicate_tool_names_fail_validation() -> None:
     tool = load_target("tau2-airline").tools[0].model_dump(mode="json", exclude_none=True)
     with pytest.raises(ValidationError, match="repeated"):
         TargetProfile(id="dupes", title="duplicate tools", tools=[tool, tool])
+

@@ -75,7 +75,7 @@ def analyze_command(
     ],
     llm: Annotated[
         Optional[str],
-        typer.Option("--llm", help="Analysis LLM, e.g. openai:gpt-4.1, anthropic:claude-opus-4-6, vllm:MODEL; 'offline' (the default without $TRACE_LLM) uses the rule-based labeler."),
+        typer.Option("--llm", help="Analysis LLM, e.g. openai:gpt-4.1, anthropic:claude-opus-4-5, vllm:MODEL; 'offline' (the default without $TRACE_LLM) uses the rule-based labeler."),
     ] = None,
     llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="Base URL of an OpenAI-compatible server (or $TRACE_LLM_BASE_URL).")] = None,
     runs: Annotated[str, typer.Option("--runs", metavar="N", help="Independent labeling runs.")] = "10",

@@ -1,7 +1,7 @@
 """Parse ``--llm PROVIDER:MODEL`` / ``--llm-base-url`` / env vars into an ``LLMSpec``, and build its client.
 
 Spellings accepted:
-- ``openai:gpt-4.1``, ``anthropic:claude-sonnet-4-5``
+- ``openai:gpt-4.1``, ``anthropic:claude-opus-4-5``
 - ``vllm:Qwen/Qwen3-8B``, ``sglang:...``, ``ollama:llama3.1:8b``, ``compat:...`` (alias ``openai-compatible``):
   any OpenAI-compatible server; the base URL defaults to the server's usual local port
 - a bare model name: ``claude-*`` means Anthropic, anything else OpenAI (or the compatible server when a

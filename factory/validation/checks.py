@@ -21,7 +21,8 @@ from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from env_registry.sandboxed import SandboxedEnv
 from fuzz.policies import mixture_rollout
-from fuzz.strategies import action_sequences, turn
+from fuzz.strategies import action_sequences
+from fuzz.strategies import turn as agent_turn
 from schemas.targets import load_target
 from schemas.tools import interface_diff, strip_free_text
 from schemas.validation import CheckResult, Counterexample, ValidationConfig
@@ -314,7 +315,7 @@ def check_robustness(ctx: CheckContext) -> CheckResult:
         return bool(result["env_errors"])
 
     tools = ctx.info["tools"]
-    garbage = st.tuples(_seed_strategy(ctx), st.lists(turn(tools), min_size=1, max_size=6))
+    garbage = st.tuples(_seed_strategy(ctx), st.lists(agent_turn(tools), min_size=1, max_size=6))
     bad = _find_counterexample(garbage, crashes, ctx, examples=2 * ctx.config.fuzz_examples)
     if bad is None and ctx.first_env_error is not None:
         bad = ctx.first_env_error[:2]

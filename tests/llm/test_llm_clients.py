@@ -123,11 +123,11 @@ def test_openai_compatible_server_gets_max_tokens_and_no_price():
 def test_anthropic_sdk_against_scripted_messages_endpoint():
     script = [ScriptedReply(status=529, text="overloaded"), ScriptedReply(text="bonjour", input_tokens=200, output_tokens=100)]
     with ScriptedLLMServer(script) as server:
-        spec = LLMSpec(provider="anthropic", model="claude-sonnet-4-5", base_url=server.anthropic_base_url)
+        spec = LLMSpec(provider="anthropic", model="claude-haiku-4-5", base_url=server.anthropic_base_url)
         client = make_client(spec, env=KEYS, cache=None, retry=FAST)
         response = client.complete([{"role": "system", "content": "extra rule"}, *HI], system="be brief", max_tokens=50)
     assert response.text == "bonjour"
-    assert response.cost_usd == pytest.approx((200 * 3.0 + 100 * 15.0) / 1e6)
+    assert response.cost_usd == pytest.approx((200 * 1.0 + 100 * 5.0) / 1e6)
     assert [r.path for r in server.requests] == ["/v1/messages", "/v1/messages"]
     body = server.requests[-1].body
     assert body["system"] == "be brief\n\nextra rule"

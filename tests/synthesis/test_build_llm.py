@@ -50,7 +50,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def build(server: ScriptedLLMServer, *extra: str, provider: str = "openai"):
     base = server.openai_base_url if provider == "openai" else server.anthropic_base_url
-    model = "openai:gpt-4.1" if provider == "openai" else "anthropic:claude-opus-4-6"
+    model = "openai:gpt-4.1" if provider == "openai" else "anthropic:claude-opus-4-5"
     args = ["build", "-c", "tiny_cancel", "--description", "Cancels only refundable reservations, after checking.",
             "--target", "tau2-airline", "--llm", model, "--llm-base-url", base, "--sandbox", BACKEND, *FAST, *extra]
     return runner.invoke(app, args)
@@ -128,7 +128,7 @@ def test_anthropic_sdk_end_to_end(isolated: Path) -> None:
         result = build(server, "--json", provider="anthropic")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["attempts"] == 2 and data["model"] == "anthropic:claude-opus-4-6"
+    assert data["attempts"] == 2 and data["model"] == "anthropic:claude-opus-4-5"
     assert all(r.path.endswith("/v1/messages") for r in server.requests)
 
 
