@@ -152,7 +152,7 @@ class EpisodeRunner:
         truncated = not terminated and episode.steps >= self.env.max_steps
         if truncated:
             episode.ended_by = "max_steps"
-        info: dict[str, Any] = {"steps": episode.steps, "new_messages": new_messages}
+        info: dict[str, Any] = {"steps": episode.steps, "assistant_message": assistant, "new_messages": new_messages}
         reward = 0.0
         if terminated or truncated:
             self.done = True

@@ -29,6 +29,7 @@ from factory.validation.gate import validate_source
 from factory.validation.progress import GateProgress, report_table
 from sandbox import BACKENDS, SandboxError
 from schemas.capability import CapabilityReport
+from factory.validation.calibration import CalibrationConfig
 from schemas.validation import ValidationConfig
 
 app = typer.Typer(
@@ -270,17 +271,21 @@ def validate(
     sandbox: SandboxOption = "auto",
     overrides: SetOption = None,
     report_path: Annotated[Optional[Path], typer.Option("--report", help="Also write the JSON report to this file.")] = None,
+    calibrate_llm: Annotated[Optional[str], typer.Option("--calibrate-llm", help="Also run the optional calibration check with this base policy (PROVIDER:MODEL).")] = None,
+    calibrate_base_url: Annotated[Optional[str], typer.Option("--calibrate-base-url", help="OpenAI-compatible endpoint serving the base policy.")] = None,
+    calibrate_seeds: Annotated[int, typer.Option("--calibrate-seeds", min=1, help="Seeds for calibration.")] = 8,
+    calibrate_k: Annotated[int, typer.Option("--calibrate-k", min=2, help="Rollouts per seed for calibration.")] = 4,
     as_json: JsonOption = False,
 ) -> None:
     """Run the validation gate on an env; exit 0 only when every required check passes.
 
     Examples:
 
-      factory validate my_env.py
+    factory validate my_env.py
 
-      factory validate trace/precondition_verification-v0 --report report.json
+    factory validate trace/precondition_verification-v0 --report report.json --json
 
-      factory validate envs/*.py --json   (one file per call in CI; see README)
+    factory validate my_env.py --calibrate-llm vllm:Qwen/Qwen3-8B --calibrate-base-url http://127.0.0.1:8000/v1
     """
     _check_backend(sandbox)
     config = _gate_config(overrides)
@@ -300,9 +305,24 @@ def validate(
             fail(str(exc))
             return
         label = env
+    policy = None
+    if calibrate_llm:
+        from factory.llm import make_client, parse_llm_spec
+        from factory.validation.calibration import llm_policy
+
+        try:
+            spec = parse_llm_spec(calibrate_llm, base_url=calibrate_base_url)
+            if spec.base_url and (problem := unreachable(spec.base_url)):
+                fail(f"cannot reach the policy endpoint at {spec.base_url} ({problem}): start it or fix --calibrate-base-url")
+            policy = llm_policy(make_client(spec, cache=False))
+        except LLMConfigError as exc:
+            fail(str(exc))
+    calibration = CalibrationConfig(seeds=calibrate_seeds, group_size=calibrate_k)
     try:
-        with GateProgress(errors, f"validating {label}", enabled=not as_json) as bar:
-            report = validate_source(source, config=config, backend=sandbox, progress=bar.callback)
+        with GateProgress(errors, f"validating {label}", enabled=not as_json, extra_checks=int(policy is not None)) as bar:
+            report = validate_source(
+                source, config=config, backend=sandbox, progress=bar.callback, calibration_policy=policy, calibration=calibration
+            )
     except SandboxError as exc:
         fail(str(exc))
         return

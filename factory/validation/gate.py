@@ -7,6 +7,7 @@ import time
 from typing import Callable
 
 from env_registry.sandboxed import SandboxedEnv
+from factory.validation.calibration import CalibrationConfig, Policy, run_calibration
 from factory.validation.checks import SANDBOX_CHECKS, WORKER_FAILURES, CheckContext
 from factory.validation.static import check_source
 from sandbox import SandboxLimits
@@ -24,8 +25,13 @@ def validate_source(
     backend: str = "auto",
     limits: SandboxLimits | None = None,
     progress: ProgressCallback | None = None,
+    calibration_policy: Policy | None = None,
+    calibration: CalibrationConfig | None = None,
 ) -> ValidationReport:
-    """Validate env source. Never raises for a bad env: every defect becomes a failed check."""
+    """Validate env source. Never raises for a bad env: every defect becomes a failed check.
+
+    With ``calibration_policy`` the optional calibration check runs too (it is reported, never required).
+    """
     config = config or ValidationConfig()
     notify = progress or (lambda name, result: None)
     started = time.perf_counter()
@@ -73,6 +79,14 @@ def validate_source(
             capability, target = env_info.get("capability"), env_info.get("target")
             try:
                 hosted = _run_checks(hosted, source, config, limits, backend, record, notify)
+                if calibration_policy is not None:
+                    began = time.perf_counter()
+                    notify("calibration", None)
+                    try:
+                        result = run_calibration(hosted, calibration_policy, calibration, config.first_seed)
+                    except WORKER_FAILURES as exc:
+                        result = CheckResult(name="calibration", passed=False, required=False, message=f"{type(exc).__name__}: {exc}"[:500])
+                    record(result, began)
             finally:
                 hosted.close()
     passed = all(c.passed for c in checks if c.required)

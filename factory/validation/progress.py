@@ -13,12 +13,12 @@ from schemas.validation import CheckResult, ValidationReport
 class GateProgress:
     """A progress bar over the gate's checks; use as a context manager and pass ``callback`` to the gate."""
 
-    def __init__(self, console: Console, label: str, enabled: bool = True) -> None:
+    def __init__(self, console: Console, label: str, enabled: bool = True, extra_checks: int = 0) -> None:
         self.progress = Progress(
             SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
             TimeElapsedColumn(), console=console, transient=True, disable=not enabled,
         )
-        self.task = self.progress.add_task(label, total=len(CHECK_NAMES))
+        self.task = self.progress.add_task(label, total=len(CHECK_NAMES) + extra_checks)
         self.label = label
 
     def __enter__(self) -> "GateProgress":

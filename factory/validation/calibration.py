@@ -1,0 +1,130 @@
+"""The optional calibration check: is the env at the right difficulty for the policy that will train on it?
+
+As in the paper's released code: roll the base policy out K times on each of a few seeds; the env is well
+calibrated when the policy's mean reward and success rate are both in [0.2, 0.6] and at least half of the
+groups have reward variance (too easy or too hard gives GRPO nothing to learn from). The policy is any
+callable, or an OpenAI-compatible endpoint driven through ``factory.llm``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from pydantic import BaseModel, Field
+
+from env_registry.sandboxed import SandboxedEnv, SandboxedRunner
+from factory.llm import LLMClient, LLMError
+from schemas.validation import CheckResult, Counterexample
+
+
+@dataclass
+class PolicyContext:
+    """Where the policy is: which seed, which member of the group, which step."""
+
+    seed: int
+    rollout: int
+    step: int
+
+
+class Policy(Protocol):
+    def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: PolicyContext) -> Any: ...
+
+
+class CalibrationConfig(BaseModel):
+    seeds: int = Field(8, ge=1)
+    group_size: int = Field(4, ge=2)
+    low: float = 0.2
+    high: float = 0.6
+    min_informative_share: float = 0.5
+    success_reward: float = Field(0.99, description="a rollout counts as a success at or above this reward")
+
+
+TOOL_INSTRUCTIONS = (
+    "\n\nTo call a tool, answer with <tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>; "
+    "otherwise answer the user in plain text. Available tools:\n"
+)
+
+
+def llm_policy(client: LLMClient, temperature: float = 1.0, max_tokens: int = 1024) -> Policy:
+    """A policy served by an LLM endpoint. Tools are described in the system message in the Hermes format,
+    so any chat model works; the env parses the reply text. Give it a client without a response cache, or
+    the K samples of a group would all be the first one."""
+
+    def act(messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: PolicyContext) -> str:
+        system = (messages[0].get("content") or "") + TOOL_INSTRUCTIONS + json.dumps(tools)
+        chat = [_as_chat_message(m) for m in messages[1:]]
+        return client.complete(chat, system=system, max_tokens=max_tokens, temperature=temperature).text
+
+    return act
+
+
+def _as_chat_message(message: dict[str, Any]) -> dict[str, str]:
+    """Plain user/assistant turns: tool calls and results are written out as text for any chat model."""
+    role = message.get("role")
+    if role == "assistant":
+        text = message.get("content") or ""
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", {})
+            text += f"\n<tool_call>{json.dumps({'name': function.get('name'), 'arguments': function.get('arguments')})}</tool_call>"
+        return {"role": "assistant", "content": text.strip()}
+    if role == "tool":
+        return {"role": "user", "content": f"<tool_response name=\"{message.get('name')}\">\n{message.get('content')}\n</tool_response>"}
+    return {"role": "user", "content": message.get("content") or ""}
+
+
+def run_calibration(hosted: SandboxedEnv, policy: Policy | Callable[..., Any], config: CalibrationConfig | None = None, first_seed: int = 0) -> CheckResult:
+    """Roll ``policy`` out in the sandboxed env and grade the env's difficulty for it (a non-required check)."""
+    config = config or CalibrationConfig()
+    started = time.perf_counter()
+    runner = SandboxedRunner(hosted)
+    rewards_by_seed: dict[int, list[float]] = {}
+    try:
+        for seed in range(first_seed, first_seed + config.seeds):
+            rewards_by_seed[seed] = [_rollout(runner, policy, seed, k) for k in range(config.group_size)]
+    except LLMError as exc:
+        return CheckResult(name="calibration", passed=False, required=False, figure="policy failed",
+                           message=f"the policy endpoint failed: {exc}", seconds=round(time.perf_counter() - started, 3))
+    rewards = [r for group in rewards_by_seed.values() for r in group]
+    mean = statistics.fmean(rewards)
+    success = sum(r >= config.success_reward for r in rewards) / len(rewards)
+    informative = sum(statistics.pstdev(group) > 1e-9 for group in rewards_by_seed.values()) / len(rewards_by_seed)
+    problems = []
+    if not config.low <= mean <= config.high:
+        problems.append(f"mean reward {mean:.2f} outside [{config.low}, {config.high}]")
+    if not config.low <= success <= config.high:
+        problems.append(f"success rate {success:.2f} outside [{config.low}, {config.high}]")
+    if informative < config.min_informative_share:
+        problems.append(f"only {informative:.0%} of groups have reward variance")
+    if mean > config.high or success > config.high:
+        problems.append("the env is too easy for this policy: make scenarios harder")
+    elif mean < config.low or success < config.low:
+        problems.append("the env is too hard for this policy: simplify or add partial credit")
+    flat = next((seed for seed, group in rewards_by_seed.items() if statistics.pstdev(group) <= 1e-9), None)
+    return CheckResult(
+        name="calibration",
+        passed=not problems,
+        required=False,
+        figure=f"base policy: mean reward {mean:.2f}, success {success:.0%}, informative groups {informative:.0%} "
+        f"({config.seeds} seeds x K={config.group_size})",
+        message="; ".join(problems),
+        counterexample=None if not problems or flat is None else Counterexample(seed=flat, detail="a group with no reward variance"),
+        seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def _rollout(runner: SandboxedRunner, policy: Callable[..., Any], seed: int, rollout: int) -> float:
+    first = runner.reset(seed)
+    messages = list(first.info["messages"])
+    tools = first.info["tools"]
+    for step in range(int(first.info["max_steps"])):
+        action = policy(messages, tools, PolicyContext(seed=seed, rollout=rollout, step=step))
+        result = runner.step(action)
+        if result.terminated or result.truncated:
+            return float(result.reward)
+        messages.append(result.info["assistant_message"])
+        messages.extend(result.info["new_messages"])
+    return 0.0
