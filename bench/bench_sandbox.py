@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import sandbox  # noqa: E402
 from sandbox import SandboxLimits, available_backends  # noqa: E402
 from sandbox.base import Sandbox  # noqa: E402
 
@@ -29,27 +30,11 @@ PROBE = ["python", "-S", "-c", "pass"]
 
 
 def construct(name: str, limits: SandboxLimits) -> Sandbox:
-    if name == "bwrap":
-        from sandbox.bwrap import BwrapSandbox
-
-        return BwrapSandbox(limits)
-    if name == "docker":
-        from sandbox.docker_backend import DockerSandbox
-
-        return DockerSandbox(limits)
-    if name == "unsafe-subprocess":
-        from sandbox.unsafe import UnsafeSubprocessSandbox
-
-        return UnsafeSubprocessSandbox(limits)
     if name == "e2b-fake":
         from sandbox.e2b_backend import E2BSandbox
 
         return E2BSandbox(limits, root=tempfile.mkdtemp(prefix="bench-e2b-"), python=sys.executable)
-    if name == "e2b":
-        from sandbox.e2b_backend import E2BSandbox
-
-        return E2BSandbox(limits)
-    raise ValueError(name)
+    return sandbox.construct(name, limits)
 
 
 def bench_backend(name: str, runs: int, calls: int) -> dict[str, float]:

@@ -2,8 +2,8 @@
 
 Validation fuzzes envs with what real policies produce: schema-valid calls (generated from the tool
 schemas by hypothesis-jsonschema), schema-invalid calls (a wrong type, a missing required argument, a
-non-object), malformed raw text, and mixtures of the reference, capability-skipping and random policies.
-Actions are JSON (``{"content": ..., "calls": [{"name", "arguments"}]}`` or raw text) so they can cross into
+non-object) and malformed raw text. (Seeded mixtures of the reference and capability-skipping policies
+are in ``fuzz.policies``.) Actions are JSON (``{"content": ..., "calls": [{"name", "arguments"}]}`` or raw text) so they can cross into
 a sandbox worker and be replayed as counterexamples.
 """
 
@@ -94,31 +94,3 @@ def turn(tools: list[dict[str, Any]]) -> st.SearchStrategy[Action]:
 
 def action_sequences(tools: list[dict[str, Any]], max_turns: int = 12) -> st.SearchStrategy[list[Action]]:
     return st.lists(turn(tools), max_size=max_turns)
-
-
-@st.composite
-def policy_mixture(
-    draw: st.DrawFn, reference: list[Action], skipping: list[Action], tools: list[dict[str, Any]], max_turns: int = 16
-) -> list[Action]:
-    """A stochastic agent: each turn follows the reference, the capability-skipping policy, or a random call.
-
-    Mixtures like these are what a policy under GRPO looks like between the two extremes, so the group
-    reward variance measured on them tells whether the env gives a learning signal.
-    """
-    p_reference = draw(st.floats(0.0, 1.0))
-    p_skip = draw(st.floats(0.0, 1.0 - p_reference))
-    out: list[Action] = []
-    ref_i = skip_i = 0
-    while len(out) < max_turns and (ref_i < len(reference) or skip_i < len(skipping)):
-        roll = draw(st.floats(0.0, 1.0))
-        if roll < p_reference and ref_i < len(reference):
-            out.append(reference[ref_i])
-            ref_i += 1
-        elif roll < p_reference + p_skip and skip_i < len(skipping):
-            out.append(skipping[skip_i])
-            skip_i += 1
-        else:
-            out.append({"content": None, "calls": [draw(tool_call(tools, True))]})
-            if draw(st.booleans()):
-                ref_i += 1
-    return out

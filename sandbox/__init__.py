@@ -42,6 +42,7 @@ __all__ = [
     "WorkerError",
     "WorkerTimeout",
     "available_backends",
+    "construct",
     "open_sandbox",
 ]
 
@@ -81,7 +82,8 @@ def available_backends(refresh: bool = False) -> dict[str, str | None]:
     return out
 
 
-def _construct(name: str, limits: SandboxLimits | None) -> Sandbox:
+def construct(name: str, limits: SandboxLimits | None = None) -> Sandbox:
+    """A sandbox of the named backend, not yet opened and not probed (``open_sandbox`` does both)."""
     if name == "bwrap":
         from sandbox.bwrap import BwrapSandbox
 
@@ -112,7 +114,7 @@ def open_sandbox(backend: str = "auto", limits: SandboxLimits | None = None) -> 
         for name in ("docker", "bwrap"):
             why_not = _probe(name)
             if why_not is None:
-                sb = _construct(name, limits)
+                sb = construct(name, limits)
                 skipped = "; ".join(f"{k}: {v}" for k, v in reasons.items())
                 sb.selection_reason = f"auto: {name} is available" + (f" ({skipped})" if skipped else "")
                 sb.open()
@@ -126,7 +128,7 @@ def open_sandbox(backend: str = "auto", limits: SandboxLimits | None = None) -> 
         why_not = _probe(backend)
         if why_not is not None:
             raise SandboxUnavailable(f"sandbox backend {backend!r} is not usable: {why_not}")
-    sb = _construct(backend, limits)
+    sb = construct(backend, limits)
     sb.selection_reason = f"backend {backend!r} requested explicitly"
     sb.open()
     return sb

@@ -6,6 +6,7 @@ import sys
 import tempfile
 
 
+import sandbox
 from sandbox import Sandbox, SandboxLimits, available_backends
 
 REAL_BACKENDS = ("bwrap", "docker", "unsafe-subprocess")
@@ -42,24 +43,12 @@ class _FakeE2B:
 
 
 def construct(name: str, limits: SandboxLimits, fake: _FakeE2B | None = None) -> Sandbox:
-    if name == "bwrap":
-        from sandbox.bwrap import BwrapSandbox
-
-        return BwrapSandbox(limits)
-    if name == "docker":
-        from sandbox.docker_backend import DockerSandbox
-
-        return DockerSandbox(limits)
-    if name == "unsafe-subprocess":
-        from sandbox.unsafe import UnsafeSubprocessSandbox
-
-        return UnsafeSubprocessSandbox(limits)
     if name == "e2b-fake":
         from sandbox.e2b_backend import E2BSandbox
 
         assert fake is not None
         fake.n += 1
         return E2BSandbox(limits, root=f"{fake.dir}/sbx{fake.n}", python=sys.executable)
-    raise ValueError(name)
+    return sandbox.construct(name, limits)
 
 
