@@ -20,7 +20,7 @@ HANDLER = "env_registry.worker_handler"
 def action_to_json(action: Any) -> Any:
     """Actions must cross a process boundary: SDK turns and pydantic messages become plain dicts."""
     if isinstance(action, Turn):
-        return {"content": action.content, "calls": [{"name": c.name, "arguments": c.arguments} for c in action.tool_calls]}
+        return action.to_json()
     if hasattr(action, "model_dump"):
         return action.model_dump(mode="json")
     if dataclasses.is_dataclass(action) and not isinstance(action, type):

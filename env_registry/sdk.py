@@ -94,6 +94,14 @@ class Turn:
     content: str | None = None
     tool_calls: list[Call] = field(default_factory=list)
 
+    def to_json(self) -> dict[str, Any]:
+        """The wire form that crosses the sandbox boundary and is stored in counterexamples."""
+        return {"content": self.content, "calls": [{"name": c.name, "arguments": c.arguments} for c in self.tool_calls]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Turn":
+        return cls(content=data.get("content"), tool_calls=[Call(c["name"], c.get("arguments", {})) for c in data["calls"]])
+
     def to_message(self) -> dict[str, Any]:
         """The turn as an OpenAI assistant message (what the Gymnasium env accepts as an action)."""
         message: dict[str, Any] = {"role": "assistant", "content": self.content}

@@ -12,7 +12,7 @@ from typing import Any
 
 from env_registry.loader import load_env
 from env_registry.runner import EpisodeRunner, run_episode
-from env_registry.sdk import Call, Scenario, TaskEnv, Turn
+from env_registry.sdk import Scenario, TaskEnv, Turn
 
 _state: dict[str, Any] = {}
 _SCENARIO_CACHE_SIZE = 256
@@ -43,19 +43,9 @@ def _env() -> TaskEnv:
     return env
 
 
-def _turns(raw: list[Any]) -> list[Any]:
-    """Turns arrive as JSON: dicts with content/tool_calls in sdk form, OpenAI messages, or raw text."""
-    turns: list[Any] = []
-    for item in raw:
-        if isinstance(item, dict) and "calls" in item:
-            turns.append(Turn(content=item.get("content"), tool_calls=[Call(c["name"], c.get("arguments", {})) for c in item["calls"]]))
-        else:
-            turns.append(item)
-    return turns
-
-
-def turn_to_json(turn: Turn) -> dict[str, Any]:
-    return {"content": turn.content, "calls": [{"name": c.name, "arguments": c.arguments} for c in turn.tool_calls]}
+def _action(item: Any) -> Any:
+    """Actions arrive as JSON: a turn in its wire form (``{"content", "calls"}``), an OpenAI message, or raw text."""
+    return Turn.from_json(item) if isinstance(item, dict) and "calls" in item else item
 
 
 def load(params: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +74,7 @@ def solution(params: dict[str, Any]) -> list[dict[str, Any]]:
     env = _env()
     scenario = _scenario(int(params["seed"]))
     solve = env.reference_solution if params["which"] == "reference" else env.capability_skipping_solution
-    return [turn_to_json(t) for t in solve(scenario)]
+    return [t.to_json() for t in solve(scenario)]
 
 
 def episode(params: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +84,7 @@ def episode(params: dict[str, Any]) -> dict[str, Any]:
         turns: list[Any] = solution({"seed": seed, "which": params["policy"]})
     else:
         turns = params.get("turns", [])
-    result = run_episode(env, seed, _turns(turns), _scenario(seed))
+    result = run_episode(env, seed, [_action(t) for t in turns], _scenario(seed))
     if not params.get("with_messages", True):
         result.pop("messages")
     return result
@@ -111,10 +101,7 @@ def step(params: dict[str, Any]) -> dict[str, Any]:
     runner = _state.get("runner")
     if runner is None:
         raise RuntimeError("call 'reset' before 'step'")
-    action = params.get("action")
-    if isinstance(action, dict) and "calls" in action:
-        action = _turns([action])[0]
-    return runner.step(action).to_dict()
+    return runner.step(_action(params.get("action"))).to_dict()
 
 
 METHODS = {"load": load, "generate": generate, "solution": solution, "episode": episode, "reset": reset, "step": step}
