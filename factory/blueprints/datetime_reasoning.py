@@ -191,11 +191,11 @@ def _durations(text: str, unit: str) -> set[int]:
 
 def _check_timestamp(value: float, name: str) -> datetime.datetime:
     if not math.isfinite(value):
-        raise sdk.ToolError(f"ValueError: {name} must be a finite POSIX timestamp")
+        raise sdk.ToolError(f"{name} must be a finite POSIX timestamp", exception="ValueError")
     try:
         return datetime.datetime.fromtimestamp(value, UTC)
     except (OverflowError, OSError, ValueError):
-        raise sdk.ToolError(f"ValueError: {name}={value} is outside the supported date range") from None
+        raise sdk.ToolError(f"{name}={value} is outside the supported date range", exception="ValueError") from None
 
 
 def _uuid(rng) -> str:
@@ -237,7 +237,7 @@ def _unit(name: str) -> str:
     if key not in UNITS and key not in ("celsius", "fahrenheit", "kelvin") and key.endswith("s"):
         key = UNIT_ALIASES.get(key[:-1], key[:-1])
     if key not in UNITS and key not in ("celsius", "fahrenheit", "kelvin"):
-        raise sdk.ToolError(f"UndefinedUnitError: '{name}' is not defined in the unit registry")
+        raise sdk.ToolError(f"'{name}' is not defined in the unit registry", exception="UndefinedUnitError")
     return key
 
 
@@ -456,13 +456,6 @@ class DatetimeReasoningEnv(sdk.TaskEnv):
     def first_user_message(self, scenario: sdk.Scenario) -> str:
         return scenario.user["request"]
 
-    def error_message(self, message: str, exception: str = "ToolError") -> str:
-        # Tools raise sdk.ToolError("ValueError: ...") so the agent sees ToolSandbox's exception class.
-        name, sep, rest = message.partition(": ")
-        if sep and re.fullmatch(r"[A-Z][A-Za-z]*(Error|Exception)", name):
-            return super().error_message(rest, exception=name)
-        return super().error_message(message, exception=exception)
-
     # ---------------------------------------------------------------------------------- tools
     @sdk.tool
     def get_current_timestamp(self, state) -> float:
@@ -481,7 +474,7 @@ class DatetimeReasoningEnv(sdk.TaskEnv):
         try:
             return datetime.datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp()
         except (ValueError, OverflowError) as exc:
-            raise sdk.ToolError(f"ValueError: {exc}") from None
+            raise sdk.ToolError(f"{exc}", exception="ValueError") from None
 
     @sdk.tool
     def shift_timestamp(self, state, timestamp: float, weeks: int = 0, days: int = 0, hours: int = 0,
@@ -490,7 +483,7 @@ class DatetimeReasoningEnv(sdk.TaskEnv):
         try:
             shifted = moment + datetime.timedelta(weeks=weeks, days=days, hours=hours, minutes=minutes, seconds=seconds)
         except OverflowError:
-            raise sdk.ToolError("OverflowError: date value out of range") from None
+            raise sdk.ToolError("date value out of range", exception="OverflowError") from None
         return shifted.timestamp()
 
     @sdk.tool
@@ -507,11 +500,11 @@ class DatetimeReasoningEnv(sdk.TaskEnv):
     @sdk.tool
     def search_holiday(self, state, holiday_name: str, year: int = None):
         if not state["settings"]["wifi"]:  # an online lookup in ToolSandbox
-            raise sdk.ToolError("ConnectionError: Wifi is not enabled")
+            raise sdk.ToolError("Wifi is not enabled", exception="ConnectionError")
         if year is None:
             year = _date_of(state["current_timestamp"]).year
         if not 1 <= year <= 9998:
-            raise sdk.ToolError(f"ValueError: year {year} is out of range")
+            raise sdk.ToolError(f"year {year} is out of range", exception="ValueError")
         canonical = find_holiday(holiday_name)
         if canonical is None:
             return None  # no holiday of that name: the real tool answers None
@@ -522,9 +515,9 @@ class DatetimeReasoningEnv(sdk.TaskEnv):
                      longitude: float = None) -> str:
         _check_timestamp(reminder_timestamp, "reminder_timestamp")
         if latitude is not None and not -90 <= latitude <= 90:
-            raise sdk.ToolError(f"ValueError: latitude {latitude} is outside [-90, 90]")
+            raise sdk.ToolError(f"latitude {latitude} is outside [-90, 90]", exception="ValueError")
         if longitude is not None and not -180 <= longitude <= 180:
-            raise sdk.ToolError(f"ValueError: longitude {longitude} is outside [-180, 180]")
+            raise sdk.ToolError(f"longitude {longitude} is outside [-180, 180]", exception="ValueError")
         reminder_id = _stable_uuid("reminder", len(state["reminders"]), content, reminder_timestamp)
         state["reminders"].append({
             "reminder_id": reminder_id, "content": content, "creation_timestamp": state["current_timestamp"],
@@ -563,21 +556,21 @@ class DatetimeReasoningEnv(sdk.TaskEnv):
                    "longitude": longitude}
         updates = {key: value for key, value in updates.items() if value is not None}
         if not updates:
-            raise sdk.ToolError("ValueError: No update information given. At least one new field should be provided "
-                                "among [content, reminder_timestamp, latitude, longitude] in order to modify reminder")
+            raise sdk.ToolError("No update information given. At least one new field should be provided "
+                                "among [content, reminder_timestamp, latitude, longitude] in order to modify reminder", exception="ValueError")
         if reminder_timestamp is not None:
             _check_timestamp(reminder_timestamp, "reminder_timestamp")
         for reminder in state["reminders"]:
             if reminder["reminder_id"] == reminder_id:
                 reminder.update(updates, creation_timestamp=state["current_timestamp"])
                 return None
-        raise sdk.ToolError(f"NoDataError: No db entry matching reminder_id='{reminder_id}' found")
+        raise sdk.ToolError(f"No db entry matching reminder_id='{reminder_id}' found", exception="NoDataError")
 
     @sdk.tool
     def remove_reminder(self, state, reminder_id: str):
         kept = [r for r in state["reminders"] if r["reminder_id"] != reminder_id]
         if len(kept) == len(state["reminders"]):
-            raise sdk.ToolError(f"NoDataError: No db entry matching reminder_id='{reminder_id}' found")
+            raise sdk.ToolError(f"No db entry matching reminder_id='{reminder_id}' found", exception="NoDataError")
         state["reminders"] = kept
         return None
 
@@ -595,8 +588,8 @@ class DatetimeReasoningEnv(sdk.TaskEnv):
         dim_s = "temperature" if source in temperatures else UNITS[source][0]
         dim_t = "temperature" if target in temperatures else UNITS[target][0]
         if dim_s != dim_t:
-            raise sdk.ToolError(f"DimensionalityError: Cannot convert from '{from_unit}' ([{dim_s}]) to "
-                                f"'{to_unit}' ([{dim_t}])")
+            raise sdk.ToolError(f"Cannot convert from '{from_unit}' ([{dim_s}]) to "
+                                f"'{to_unit}' ([{dim_t}])", exception="DimensionalityError")
         return amount * UNITS[source][1] / UNITS[target][1]
 
     # ---------------------------------------------------------------------------------- grading

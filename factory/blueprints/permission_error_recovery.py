@@ -191,16 +191,16 @@ def _check_phone(phone_number: str) -> None:
     # ToolSandbox parses numbers with `phonenumbers` and no default region: an international "+" form is required.
     cleaned = re.sub(r"[\s\-().]", "", phone_number)
     if not re.fullmatch(r"\+\d{7,15}", cleaned):
-        raise sdk.ToolError(f"NumberParseException: (0) Missing or invalid default region. ({phone_number!r})")
+        raise sdk.ToolError(f"(0) Missing or invalid default region. ({phone_number!r})", exception="NumberParseException")
 
 
 def _check_timestamp(value: float, name: str) -> datetime.datetime:
     if not math.isfinite(value):
-        raise sdk.ToolError(f"ValueError: {name} must be a finite POSIX timestamp")
+        raise sdk.ToolError(f"{name} must be a finite POSIX timestamp", exception="ValueError")
     try:
         return datetime.datetime.fromtimestamp(value, UTC)
     except (OverflowError, OSError, ValueError):
-        raise sdk.ToolError(f"ValueError: {name}={value} is outside the supported date range") from None
+        raise sdk.ToolError(f"{name}={value} is outside the supported date range", exception="ValueError") from None
 
 
 def _nth_weekday(year: int, month: int, weekday: int, n: int) -> datetime.date:
@@ -515,14 +515,6 @@ class PermissionErrorRecoveryEnv(sdk.TaskEnv):
         return scenario.user["request"]
 
     # ---------------------------------------------------------------------------------- helpers for tools
-    def error_message(self, message: str, exception: str = "ToolError") -> str:
-        # Tools raise sdk.ToolError("PermissionError: ...") so the agent sees ToolSandbox's own exception
-        # class in the target's "{exception}: {message}" style instead of a generic "ToolError".
-        name, sep, rest = message.partition(": ")
-        if sep and re.fullmatch(r"[A-Z][A-Za-z]*(Error|Exception)", name):
-            return super().error_message(rest, exception=name)
-        return super().error_message(message, exception=exception)
-
     @staticmethod
     def _now(state) -> float:
         return float(state["current_timestamp"])
@@ -531,12 +523,12 @@ class PermissionErrorRecoveryEnv(sdk.TaskEnv):
     def _flip(state, setting: str, on: bool) -> None:
         settings = state["settings"]
         if bool(settings[setting]) == on:
-            raise sdk.ToolError(f"ValueError: {setting} already {'enabled' if on else 'disabled'}")
+            raise sdk.ToolError(f"{setting} already {'enabled' if on else 'disabled'}", exception="ValueError")
         settings[setting] = on
 
     def _radio_on(self, state, setting: str, on: bool) -> None:
         if on and state["settings"]["low_battery_mode"]:
-            raise sdk.ToolError(f"PermissionError: {LOW_BATTERY_REFUSAL[setting]}")
+            raise sdk.ToolError(LOW_BATTERY_REFUSAL[setting], exception="PermissionError")
         self._flip(state, setting, on)
 
     # ---------------------------------------------------------------------------------- tools: settings
@@ -582,7 +574,7 @@ class PermissionErrorRecoveryEnv(sdk.TaskEnv):
     @sdk.tool
     def get_current_location(self, state) -> dict:
         if not state["settings"]["location_service"]:
-            raise sdk.ToolError("PermissionError: Location service is not enabled.")
+            raise sdk.ToolError("Location service is not enabled.", exception="PermissionError")
         return {"latitude": state["settings"]["latitude"], "longitude": state["settings"]["longitude"]}
 
     # ---------------------------------------------------------------------------------- tools: contacts, messages
@@ -610,7 +602,7 @@ class PermissionErrorRecoveryEnv(sdk.TaskEnv):
     def add_contact(self, state, name: str, phone_number: str, relationship: str = None, is_self: bool = False) -> str:
         _check_phone(phone_number)
         if is_self and any(c["is_self"] for c in state["contacts"]):
-            raise sdk.ToolError("DuplicateError: Self entry already exists. Cannot add another one.")
+            raise sdk.ToolError("Self entry already exists. Cannot add another one.", exception="DuplicateError")
         person_id = _stable_uuid("contact", len(state["contacts"]), name, phone_number)
         state["contacts"].append({"person_id": person_id, "name": name, "phone_number": phone_number,
                                   "relationship": relationship, "is_self": is_self})
@@ -646,11 +638,11 @@ class PermissionErrorRecoveryEnv(sdk.TaskEnv):
     def send_message_with_phone_number(self, state, phone_number: str, content: str) -> str:
         _check_phone(phone_number)
         if not state["settings"]["cellular"]:
-            raise sdk.ToolError("ConnectionError: Cellular service is not enabled")
+            raise sdk.ToolError("Cellular service is not enabled", exception="ConnectionError")
         owners = [c for c in state["contacts"] if c["is_self"]]
         if len(owners) != 1:
-            raise sdk.ToolError(f"DuplicateError: 1 and only 1 self entry should exist in contacts database, "
-                                f"instead found {len(owners)}")
+            raise sdk.ToolError(f"1 and only 1 self entry should exist in contacts database, "
+                                f"instead found {len(owners)}", exception="DuplicateError")
         recipient = next((c for c in state["contacts"] if c["phone_number"] == phone_number), None)
         message_id = _stable_uuid("message", len(state["messages"]), phone_number, content)
         state["messages"].append({
@@ -670,9 +662,9 @@ class PermissionErrorRecoveryEnv(sdk.TaskEnv):
                      longitude: float = None) -> str:
         _check_timestamp(reminder_timestamp, "reminder_timestamp")
         if latitude is not None and not -90 <= latitude <= 90:
-            raise sdk.ToolError(f"ValueError: latitude {latitude} is outside [-90, 90]")
+            raise sdk.ToolError(f"latitude {latitude} is outside [-90, 90]", exception="ValueError")
         if longitude is not None and not -180 <= longitude <= 180:
-            raise sdk.ToolError(f"ValueError: longitude {longitude} is outside [-180, 180]")
+            raise sdk.ToolError(f"longitude {longitude} is outside [-180, 180]", exception="ValueError")
         reminder_id = _stable_uuid("reminder", len(state["reminders"]), content, reminder_timestamp)
         state["reminders"].append({
             "reminder_id": reminder_id, "content": content, "creation_timestamp": self._now(state),
@@ -714,7 +706,7 @@ class PermissionErrorRecoveryEnv(sdk.TaskEnv):
         try:
             shifted = moment + datetime.timedelta(weeks=weeks, days=days, hours=hours, minutes=minutes, seconds=seconds)
         except OverflowError:
-            raise sdk.ToolError("OverflowError: date value out of range") from None
+            raise sdk.ToolError("date value out of range", exception="OverflowError") from None
         return shifted.timestamp()
 
     @sdk.tool
@@ -728,11 +720,11 @@ class PermissionErrorRecoveryEnv(sdk.TaskEnv):
     def search_holiday(self, state, holiday_name: str, year: int = None):
         # ToolSandbox treats the holiday lookup as an online service: it needs wifi.
         if not state["settings"]["wifi"]:
-            raise sdk.ToolError("ConnectionError: Wifi is not enabled")
+            raise sdk.ToolError("Wifi is not enabled", exception="ConnectionError")
         if year is None:
             year = datetime.datetime.fromtimestamp(self._now(state), UTC).year
         if not 1 <= year <= 9998:
-            raise sdk.ToolError(f"ValueError: year {year} is out of range")
+            raise sdk.ToolError(f"year {year} is out of range", exception="ValueError")
         canonical = find_holiday(holiday_name)
         if canonical is None:
             return None  # the real tool answers None when no holiday name matches well enough
