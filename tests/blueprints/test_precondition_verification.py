@@ -4,35 +4,11 @@ from __future__ import annotations
 
 import datetime
 
-import pytest
 
 from env_registry import sdk
-from env_registry.loader import load_env
 from env_registry.runner import EpisodeRunner, run_episode
-from factory.blueprints import blueprint_source
 
 CAPABILITY = "precondition_verification"
-SEEDS = range(100)
-
-
-@pytest.fixture(scope="module")
-def env():
-    return load_env(blueprint_source(CAPABILITY))
-
-
-@pytest.fixture(scope="module")
-def scenarios(env):
-    return {seed: env.generate(seed) for seed in range(200)}
-
-
-@pytest.fixture(scope="module")
-def runs(env, scenarios):
-    """Reference and capability-skipping episodes for seeds 0..99, computed once."""
-    return {
-        seed: (run_episode(env, seed, env.reference_solution(scenarios[seed])),
-               run_episode(env, seed, env.capability_skipping_solution(scenarios[seed])))
-        for seed in SEEDS
-    }
 
 
 def requests(scenario):

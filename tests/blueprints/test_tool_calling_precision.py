@@ -7,28 +7,9 @@ import json
 import pytest
 
 from env_registry import sdk
-from env_registry.loader import load_env
 from env_registry.runner import EpisodeRunner, run_episode
-from factory.blueprints import blueprint_source
 
 CAPABILITY = "tool_calling_precision"
-SEEDS = range(100)
-
-
-@pytest.fixture(scope="module")
-def env():
-    return load_env(blueprint_source(CAPABILITY))
-
-
-@pytest.fixture(scope="module")
-def runs(env):
-    """Reference and capability-skipping episodes for seeds 0..99, computed once."""
-    out = {}
-    for seed in SEEDS:
-        scenario = env.generate(seed)
-        out[seed] = (run_episode(env, seed, env.reference_solution(scenario)),
-                     run_episode(env, seed, env.capability_skipping_solution(scenario)))
-    return out
 
 
 # --- the generic contract ---------------------------------------------------------------------------
