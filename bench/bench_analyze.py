@@ -1,7 +1,7 @@
 """Benchmark: ``factory analyze`` with the offline labeler on 1,000 τ² trajectories (target: < 30 s on 2 cores).
 
 Builds 1,000 trajectories from the real τ² airline and retail tasks (gold replays and injected failures,
-see ``factory.analyze.injection``), writes them as JSONL, then times the command end to end in a fresh
+see ``factory.testing.injection``), writes them as JSONL, then times the command end to end in a fresh
 Python process: start-up, import, labeling with N = 10 runs, statistics with 1,000 bootstrap resamples,
 charts and report. Run: ``python bench/bench_analyze.py [--shared PATH] [--repeat 3]``.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SHARED = REPO.parent / "shared" / "targets" / "tau2"
-RUNNER = "import typer; from factory.analyze.command import analyze_command; typer.run(analyze_command)"
+RUNNER = "import typer; from factory.cli.analyze import analyze_command; typer.run(analyze_command)"
 
 
 def main() -> int:
@@ -33,7 +33,7 @@ def main() -> int:
 
     sys.path.insert(0, str(REPO))
     from factory.analyze.importers import write_jsonl
-    from factory.analyze.injection import Tau2Domain, build_cases
+    from factory.testing.injection import Tau2Domain, build_cases
 
     domains = [Tau2Domain.load(args.shared / name) for name in ("airline", "retail")]
     cases = build_cases(domains, seed=0)

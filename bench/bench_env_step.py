@@ -12,9 +12,9 @@ import argparse
 import statistics
 import time
 
-from env_registry.loader import load_env
-from env_registry.runner import EpisodeRunner
-from env_registry.sandboxed import SandboxedEnv, SandboxedRunner
+from trace_env.loader import load_env
+from trace_env.engine import EpisodeRunner
+from env_registry.hosted import SandboxedEnv, SandboxedRunner
 from factory.blueprints import blueprint_source
 from sandbox import available_backends
 

@@ -1,10 +1,21 @@
-"""Env SDK, Gymnasium wrapper and on-disk registry. Importing it registers stored envs with Gymnasium."""
+"""The host side of env code: the Gymnasium face, the on-disk registry, and the hosted (sandboxed) runner.
+
+Importing it registers stored envs with Gymnasium. Env code itself never runs here: it runs in a sandbox
+worker (see ``trace_env``), and only JSON comes back. ``env_registry.sdk`` is the env SDK under the name
+earlier releases used (the same module object as ``trace_env.sdk``).
+"""
 
 from __future__ import annotations
 
-from env_registry.registration import register_all
-from env_registry.registry import IntegrityError, Registry, RegistryError, StoredEnv
+import sys
 
-__all__ = ["IntegrityError", "Registry", "RegistryError", "StoredEnv", "register_all"]
+from trace_env import sdk
+
+sys.modules[__name__ + ".sdk"] = sdk
+
+from env_registry.registration import register_all  # noqa: E402
+from env_registry.registry import IntegrityError, Registry, RegistryError, StoredEnv  # noqa: E402
+
+__all__ = ["IntegrityError", "Registry", "RegistryError", "StoredEnv", "register_all", "sdk"]
 
 register_all()

@@ -9,19 +9,32 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from env_registry.loader import load_env
-from env_registry.runner import EpisodeRunner
+from trace_env.loader import load_env
+from trace_env.engine import EpisodeRunner, StepResult
 
 if TYPE_CHECKING:
     from env_registry.registry import StoredEnv
+
+class Runner(Protocol):
+    """What the Gymnasium face drives: the episode engine, in a sandbox worker or (unsafe) in process."""
+
+    capability: str
+    tool_schemas: list[dict[str, Any]]
+
+    def reset(self, seed: int) -> StepResult: ...
+
+    def step(self, action: Any) -> StepResult: ...
+
+    def close(self) -> None: ...
+
 
 UNSAFE_ENV_VAR = "TRACE_FACTORY_UNSAFE_INPROCESS"
 SANDBOX_ENV_VAR = "TRACE_FACTORY_SANDBOX"
 
 
-def open_runner(stored: "StoredEnv", sandbox: str | None = None) -> Any:
+def open_runner(stored: "StoredEnv", sandbox: str | None = None) -> Runner:
     """A runner (reset/step/close) for a stored env: sandboxed by default, in-process only on opt-in."""
     module_name = f"trace_env_{stored.manifest.capability}_v{stored.manifest.version}"
     if os.environ.get(UNSAFE_ENV_VAR) == "1":
@@ -30,7 +43,8 @@ def open_runner(stored: "StoredEnv", sandbox: str | None = None) -> Any:
             file=sys.stderr,
         )
         return EpisodeRunner(load_env(stored.source, module_name=module_name))
-    from env_registry.sandboxed import SandboxedEnv, SandboxedRunner
+    from env_registry.hosted import SandboxedEnv, SandboxedRunner
 
     backend = sandbox or os.environ.get(SANDBOX_ENV_VAR, "auto")
     return SandboxedRunner(SandboxedEnv(stored.source, backend=backend, module_name=module_name))
+

@@ -10,11 +10,14 @@ chat templates need, and ``info["tools"]`` the tool schemas.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
 from env_registry.spaces import AnyText
+
+if TYPE_CHECKING:
+    from env_registry.execution import Runner
 
 MAX_OBSERVATION_CHARS = 2_000_000
 MAX_ACTION_CHARS = 200_000
@@ -30,7 +33,7 @@ class TraceEnv(gym.Env[str, str]):
         capability: str | None = None,
         version: int | None = None,
         registry_root: str | Path | None = None,
-        runner: Any = None,
+        runner: "Runner | None" = None,
         render_mode: str | None = None,
         sandbox: str | None = None,
     ) -> None:
@@ -63,9 +66,7 @@ class TraceEnv(gym.Env[str, str]):
 
     def close(self) -> None:
         """Stops the sandbox worker that hosts the env code, if there is one."""
-        closer = getattr(self.runner, "close", None)
-        if closer is not None:
-            closer()
+        self.runner.close()
         super().close()
 
     def render(self) -> str | None:

@@ -7,6 +7,8 @@ provenance.
 
 from __future__ import annotations
 
+from factory.errors import FactoryError
+
 import ast
 import os
 import time
@@ -30,7 +32,7 @@ from schemas.validation import ValidationConfig, ValidationReport
 BUILD_ROOT_ENV_VAR = "TRACE_FACTORY_BUILDS"
 
 
-class BuildError(ValueError):
+class BuildError(FactoryError, ValueError):
     """A build request that cannot be carried out; the message says how to fix it."""
 
 

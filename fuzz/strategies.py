@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
-from env_registry.sdk import canonical_json
+from trace_env.sdk import canonical_json
 
 Action = dict[str, Any] | str
 

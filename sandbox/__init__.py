@@ -24,15 +24,51 @@ from sandbox.base import (
     Worker,
     WorkerCrashed,
     WorkerError,
+    WorkerFailure,
     WorkerTimeout,
 )
 
-BACKENDS: tuple[str, ...] = ("bwrap", "docker", "e2b", "unsafe-subprocess")
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One sandbox technology: where its class lives and how to ask whether it works on this machine."""
+
+    module: str
+    sandbox_class: str
+    probe: str | None  # name of a ``probe(refresh: bool) -> str | None`` in ``module``; None: always usable
+
+    def load(self) -> type[Sandbox]:
+        return getattr(importlib.import_module(self.module), self.sandbox_class)
+
+    def why_not(self, refresh: bool = False) -> str | None:
+        if self.probe is None:
+            return None
+        probe: Callable[[bool], str | None] = getattr(importlib.import_module(self.module), self.probe)
+        return probe(refresh)
+
+
+#: The one place a backend is registered: name -> implementation. The CLI help and ``auto`` read it.
+REGISTRY: dict[str, Backend] = {
+    "bwrap": Backend("sandbox.bwrap", "BwrapSandbox", "probe"),
+    "docker": Backend("sandbox.docker_backend", "DockerSandbox", "probe"),
+    "e2b": Backend("sandbox.e2b_backend", "E2BSandbox", "probe"),
+    "unsafe-subprocess": Backend("sandbox.unsafe", "UnsafeSubprocessSandbox", None),
+}
+BACKENDS: tuple[str, ...] = tuple(REGISTRY)
+#: What ``auto`` tries, in order; never the unsafe backend.
+AUTO_ORDER: tuple[str, ...] = ("docker", "bwrap")
 
 __all__ = [
+    "AUTO_ORDER",
     "BACKENDS",
+    "Backend",
     "Channel",
     "ExecResult",
+    "REGISTRY",
     "Sandbox",
     "SandboxError",
     "SandboxLimits",
@@ -40,6 +76,7 @@ __all__ = [
     "Worker",
     "WorkerCrashed",
     "WorkerError",
+    "WorkerFailure",
     "WorkerTimeout",
     "available_backends",
     "construct",
@@ -53,22 +90,15 @@ _HOW_TO_FIX = (
 )
 
 
+def _backend(name: str) -> Backend:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown sandbox backend {name!r}; choose one of auto, {', '.join(BACKENDS)}") from None
+
+
 def _probe(name: str, refresh: bool = False) -> str | None:
-    if name == "bwrap":
-        from sandbox import bwrap
-
-        return bwrap.probe(refresh)
-    if name == "docker":
-        from sandbox import docker_backend
-
-        return docker_backend.probe(refresh)
-    if name == "e2b":
-        from sandbox import e2b_backend
-
-        return e2b_backend.probe()
-    if name == "unsafe-subprocess":
-        return None
-    raise ValueError(f"unknown sandbox backend {name!r}; choose one of auto, {', '.join(BACKENDS)}")
+    return _backend(name).why_not(refresh)
 
 
 def available_backends(refresh: bool = False) -> dict[str, str | None]:
@@ -84,23 +114,7 @@ def available_backends(refresh: bool = False) -> dict[str, str | None]:
 
 def construct(name: str, limits: SandboxLimits | None = None) -> Sandbox:
     """A sandbox of the named backend, not yet opened and not probed (``open_sandbox`` does both)."""
-    if name == "bwrap":
-        from sandbox.bwrap import BwrapSandbox
-
-        return BwrapSandbox(limits)
-    if name == "docker":
-        from sandbox.docker_backend import DockerSandbox
-
-        return DockerSandbox(limits)
-    if name == "e2b":
-        from sandbox.e2b_backend import E2BSandbox
-
-        return E2BSandbox(limits)
-    if name == "unsafe-subprocess":
-        from sandbox.unsafe import UnsafeSubprocessSandbox
-
-        return UnsafeSubprocessSandbox(limits)
-    raise ValueError(f"unknown sandbox backend {name!r}; choose one of auto, {', '.join(BACKENDS)}")
+    return _backend(name).load()(limits)
 
 
 def open_sandbox(backend: str = "auto", limits: SandboxLimits | None = None) -> Sandbox:
@@ -111,7 +125,7 @@ def open_sandbox(backend: str = "auto", limits: SandboxLimits | None = None) -> 
     """
     if backend == "auto":
         reasons: dict[str, str] = {}
-        for name in ("docker", "bwrap"):
+        for name in AUTO_ORDER:
             why_not = _probe(name)
             if why_not is None:
                 sb = construct(name, limits)

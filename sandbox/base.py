@@ -70,7 +70,11 @@ class SandboxUnavailable(SandboxError):
     """The requested backend cannot run on this machine; the message says how to fix it."""
 
 
-class WorkerError(Exception):
+class WorkerFailure(SandboxError):
+    """A persistent worker did not answer a call normally: the root of the three cases below."""
+
+
+class WorkerError(WorkerFailure):
     """The remote method raised. Carries the remote exception's type name, message and traceback."""
 
     def __init__(self, type: str, message: str, traceback: str | None = None):
@@ -80,11 +84,11 @@ class WorkerError(Exception):
         self.traceback = traceback
 
 
-class WorkerTimeout(Exception):
+class WorkerTimeout(WorkerFailure):
     """A call did not answer in time. The worker was killed and is dead until restart()."""
 
 
-class WorkerCrashed(Exception):
+class WorkerCrashed(WorkerFailure):
     """The worker process died (or broke the protocol). ``stderr_tail`` holds its last stderr."""
 
     def __init__(self, message: str, stderr_tail: str = "", exit_code: int | None = None):

@@ -1,9 +1,9 @@
-"""The trusted runtime shipped into every sandbox: the project's own packages, nothing else.
+"""The trusted runtime shipped into every sandbox: the inside half of the project, nothing else.
 
-Workers inside a sandbox must import ``sandbox``, ``schemas`` and ``env_registry`` but must not see
-the repository (``.git``, tests, docs) or anything else of the host. So instead of binding the
-source tree we copy just those packages' ``*.py`` / ``*.json`` files into a content-addressed,
-read-only directory (host side) or tar (Docker, E2B). Code changes need no image rebuild.
+Workers inside a sandbox import ``trace_env`` (the SDK, kits and episode engine) and the worker protocol
+``sandbox.worker``; they must not see the repository (``.git``, tests, docs), the host-side packages or
+anything else of the host. So instead of binding the source tree we copy just those files into a
+content-addressed, read-only directory (host side) or tar (Docker, E2B). Code changes need no image rebuild.
 """
 
 from __future__ import annotations
@@ -19,9 +19,13 @@ import tempfile
 import threading
 from pathlib import Path
 
-#: Packages of this project that run inside the sandbox (the worker and what handlers import).
-TRUSTED_PACKAGES: tuple[str, ...] = ("sandbox", "schemas", "env_registry")
+#: What of this project runs inside the sandbox: package -> the files shipped (None: all of it).
+#: Of ``sandbox`` only the worker protocol and test handlers go in, under a stub ``__init__`` so the
+#: host-side backends (and pydantic, which they import) stay out of the worker.
+SHIPPED: dict[str, tuple[str, ...] | None] = {"trace_env": None, "sandbox": ("worker.py", "handlers/")}
+TRUSTED_PACKAGES: tuple[str, ...] = tuple(SHIPPED)
 _SUFFIXES = (".py", ".json")
+_STUB_INIT = b'"""Inside a sandbox this package holds only the worker protocol (sandbox.worker)."""\n'
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -51,20 +55,25 @@ def package_dirs(packages: tuple[str, ...] = TRUSTED_PACKAGES) -> dict[str, Path
 
 
 def runtime_files(packages: tuple[str, ...] = TRUSTED_PACKAGES) -> dict[str, bytes]:
-    """Relative path (e.g. ``schemas/tools.py``) -> content, for every shipped file."""
+    """Relative path (e.g. ``trace_env/sdk.py``) -> content, for every shipped file."""
     files: dict[str, bytes] = {}
     for name, root in package_dirs(packages).items():
+        only = SHIPPED.get(name)
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
             for fn in sorted(filenames):
                 if not fn.endswith(_SUFFIXES):
                     continue
                 full = Path(dirpath) / fn
-                rel = Path(name) / full.relative_to(root)
+                inner = full.relative_to(root).as_posix()
+                if only is not None and not any(inner == o or (o.endswith("/") and inner.startswith(o)) for o in only):
+                    continue
                 try:
-                    files[rel.as_posix()] = full.read_bytes()
+                    files[f"{name}/{inner}"] = full.read_bytes()
                 except OSError:
                     continue
+        if only is not None:
+            files[f"{name}/__init__.py"] = _STUB_INIT
     return files
 
 

@@ -4,31 +4,24 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from schemas.target import TargetProfile, ToolMeta
 from schemas.tools import ToolSchema
+from trace_env.targets import builtin_target_ids, profile_text
 
-_PACKAGE_DIR = "target_data"
-
-
-def builtin_target_ids() -> list[str]:
-    """Ids of the profiles shipped inside the package (``schemas/target_data/*.json``)."""
-    folder = resources.files("schemas").joinpath(_PACKAGE_DIR)
-    return sorted(entry.name.removesuffix(".json") for entry in folder.iterdir() if entry.name.endswith(".json"))
+__all__ = ["builtin_target_ids", "load_target", "profile_from_tools_file"]
 
 
 @lru_cache(maxsize=None)
 def load_target(target_id: str) -> TargetProfile:
-    """Load a shipped profile by id, e.g. ``tau2-airline``; unknown ids name the known ones."""
-    known = builtin_target_ids()
-    if target_id not in known:
-        raise KeyError(f"unknown target {target_id!r}; shipped targets: {', '.join(known)} (or pass a tools JSON file)")
-    text = resources.files("schemas").joinpath(_PACKAGE_DIR, f"{target_id}.json").read_text(encoding="utf-8")
-    return TargetProfile.model_validate_json(text)
+    """Load a shipped profile by id, e.g. ``tau2-airline``, validated; unknown ids name the known ones.
+
+    The files ship with ``trace_env`` (the sandbox reads them as plain JSON); here they become models.
+    """
+    return TargetProfile.model_validate_json(profile_text(target_id))
 
 
 def profile_from_tools_file(

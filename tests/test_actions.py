@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from env_registry.actions import MAX_ACTION_CHARS, parse_action
-from env_registry.sdk import call
+from trace_env.actions import MAX_ACTION_CHARS, parse_action
+from trace_env.sdk import call
 
 
 def test_hermes_blocks_with_surrounding_text() -> None:

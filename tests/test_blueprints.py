@@ -11,8 +11,8 @@ from gymnasium.utils.env_checker import check_env
 
 from env_registry import sdk
 from env_registry.gym_env import TraceEnv
-from env_registry.loader import load_env
-from env_registry.runner import EpisodeRunner, run_episode
+from trace_env.loader import load_env
+from trace_env.engine import EpisodeRunner, run_episode
 from factory.blueprints import blueprint_names, blueprint_source
 from schemas.tools import interface_diff, strip_free_text
 from tests.conftest import SHARED_TARGETS

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from env_registry.loader import load_env
-from env_registry.sandboxed import SandboxedEnv
+from trace_env.loader import load_env
+from env_registry.hosted import SandboxedEnv
 from factory.llm import make_client, parse_llm_spec
-from factory.llm.loopback import RecordedRequest, ScriptedLLMServer
+from factory.testing.llm_server import RecordedRequest, ScriptedLLMServer
 from factory.validation.calibration import CalibrationConfig, PolicyContext, llm_policy, run_calibration
 from factory.validation.gate import validate_source
 from sandbox import available_backends

@@ -12,9 +12,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from env_registry.gym_env import TraceEnv
-from env_registry.loader import load_env
+from trace_env.loader import load_env
 from env_registry.registry import Registry
-from env_registry.runner import EpisodeRunner
+from trace_env.engine import EpisodeRunner
 from env_registry.spaces import AnyText
 
 

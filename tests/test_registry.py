@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from env_registry.loader import load_env
+from trace_env.loader import load_env
 from env_registry.registry import IntegrityError, Registry, RegistryError
 from schemas.manifest import Provenance
 
@@ -84,7 +84,7 @@ def test_concurrent_writers_stay_consistent(tmp_path: Path, tiny_source: str) ->
         """
         import sys
         from pathlib import Path
-        from env_registry.loader import load_env
+        from trace_env.loader import load_env
         from env_registry.registry import Registry
         root, source_path, tag = sys.argv[1], sys.argv[2], sys.argv[3]
         source = Path(source_path).read_text() + f"\\n# variant {tag}\\n"

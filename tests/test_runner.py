@@ -7,8 +7,8 @@ import math
 import pytest
 
 from env_registry import sdk
-from env_registry.loader import EnvLoadError, load_env
-from env_registry.runner import EnvCodeError, EpisodeRunner, run_episode
+from trace_env.loader import EnvLoadError, load_env
+from trace_env.engine import EnvCodeError, EpisodeRunner, run_episode
 
 
 @pytest.fixture

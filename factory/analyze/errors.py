@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from factory.errors import FactoryError
+
 from pathlib import Path
 
 
-class AnalyzeInputError(ValueError):
+class AnalyzeInputError(FactoryError, ValueError):
     """Bad input to ``factory analyze``: a missing or corrupt file, a bad record, an unknown flag value."""
 
 

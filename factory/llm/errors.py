@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from factory.errors import FactoryError
 
-class LLMError(Exception):
+
+class LLMError(FactoryError):
     """Base class for every LLM client failure."""
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from factory.errors import FactoryError
+
 import ast
 import re
 
 _FENCE = re.compile(r"```[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)(?:\n```|\Z)", re.DOTALL)
 
 
-class NoCodeError(ValueError):
+class NoCodeError(FactoryError, ValueError):
     """The reply holds no usable env module; the message is fed back to the model as a repair round."""
 
 

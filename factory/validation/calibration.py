@@ -16,7 +16,7 @@ from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel, Field
 
-from env_registry.sandboxed import SandboxedEnv, SandboxedRunner
+from env_registry.hosted import SandboxedEnv, SandboxedRunner
 from factory.llm import LLMClient, LLMError
 from schemas.validation import CheckResult, Counterexample
 

@@ -19,17 +19,17 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
-from env_registry.sandboxed import SandboxedEnv
+from env_registry.hosted import SandboxedEnv
 from fuzz.policies import mixture_rollout
 from fuzz.strategies import action_sequences
 from fuzz.strategies import turn as agent_turn
 from schemas.targets import load_target
 from schemas.tools import interface_diff, strip_free_text
 from schemas.validation import CheckResult, Counterexample, ValidationConfig
-from sandbox import WorkerCrashed, WorkerError, WorkerTimeout
+from sandbox import WorkerError, WorkerFailure
 
 REQUIRED_INFO = ("capability", "target", "tools", "max_steps", "tool_names")
-WORKER_FAILURES = (WorkerError, WorkerTimeout, WorkerCrashed)
+WORKER_FAILURES = WorkerFailure  # the root of WorkerError, WorkerTimeout and WorkerCrashed
 
 
 class CheckContext:

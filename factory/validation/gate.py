@@ -6,7 +6,7 @@ import hashlib
 import time
 from typing import Callable
 
-from env_registry.sandboxed import SandboxedEnv
+from env_registry.hosted import SandboxedEnv
 from factory.validation.calibration import CalibrationConfig, Policy, run_calibration
 from factory.validation.checks import SANDBOX_CHECKS, WORKER_FAILURES, CheckContext
 from factory.validation.static import check_source

@@ -18,7 +18,7 @@ ALLOWED_MODULES = frozenset(
         "statistics", "string", "textwrap", "typing", "abc", "numbers",
     }
 )
-SDK_MODULES = frozenset({"env_registry", "env_registry.sdk"})
+SDK_MODULES = frozenset({"env_registry", "env_registry.sdk", "trace_env", "trace_env.sdk"})
 FORBIDDEN_NAMES = frozenset(
     {
         "eval", "exec", "compile", "open", "__import__", "globals", "locals", "vars", "breakpoint", "input",
@@ -51,9 +51,9 @@ def check_source(source: str) -> list[StaticFinding]:
             module = node.module or ""
             if node.level:
                 findings.append(StaticFinding(line, "relative imports are not allowed"))
-            elif module == "env_registry":
-                if any(alias.name != "sdk" for alias in node.names):
-                    findings.append(StaticFinding(line, "from env_registry only 'sdk' may be imported"))
+            elif module in ("env_registry", "trace_env"):
+                if any(alias.name not in ("sdk", "kits") or (module, alias.name) == ("env_registry", "kits") for alias in node.names):
+                    findings.append(StaticFinding(line, f"from {module} only 'sdk'{' and kits' if module == 'trace_env' else ''} may be imported"))
             elif not _module_allowed(module):
                 findings.append(StaticFinding(line, f"import from {module!r} is not allowed"))
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
@@ -74,4 +74,4 @@ def check_source(source: str) -> list[StaticFinding]:
 
 
 def _module_allowed(name: str) -> bool:
-    return name in SDK_MODULES or name.split(".")[0] in ALLOWED_MODULES
+    return name in SDK_MODULES or name.startswith("trace_env.kits") or name.split(".")[0] in ALLOWED_MODULES

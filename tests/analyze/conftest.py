@@ -21,14 +21,14 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def tau2_domains():
     if not SHARED_TAU2.is_dir():
         pytest.skip(f"real τ² data not found at {SHARED_TAU2}")
-    from factory.analyze.injection import Tau2Domain
+    from factory.testing.injection import Tau2Domain
 
     return [Tau2Domain.load(SHARED_TAU2 / name) for name in ("airline", "retail")]
 
 
 @pytest.fixture(scope="session")
 def injected_cases(tau2_domains):
-    from factory.analyze.injection import build_cases
+    from factory.testing.injection import build_cases
 
     return build_cases(tau2_domains, seed=0)
 

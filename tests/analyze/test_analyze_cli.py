@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from factory.analyze.command import analyze_command
+from factory.cli.analyze import analyze_command
 from factory.analyze.importers import write_jsonl
 from schemas.capability import CapabilityReport
 

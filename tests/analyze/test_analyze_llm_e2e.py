@@ -12,9 +12,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from factory.analyze.command import analyze_command
+from factory.cli.analyze import analyze_command
 from factory.analyze.importers import write_jsonl
-from factory.llm.loopback import RecordedRequest, ScriptedLLMServer, ScriptedReply
+from factory.testing.llm_server import RecordedRequest, ScriptedLLMServer, ScriptedReply
 from schemas.capability import CapabilityReport
 
 app = typer.Typer()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from factory.analyze.gold import GoldAction, GoldIndex, load_tasks
-from factory.analyze.injection import INJECTIONS, score
+from factory.testing.injection import INJECTIONS, score
 from factory.analyze.offline import RULES, OfflineLabeler, rule_documentation
 from schemas.capability import CapabilityLabel
 from schemas.messages import FunctionCall, Message, ToolCall

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from env_registry import sdk
-from env_registry.loader import load_env
-from env_registry.runner import run_episode
+from trace_env.loader import load_env
+from trace_env.engine import run_episode
 from factory.blueprints import blueprint_source
 
 SEEDS = range(100)

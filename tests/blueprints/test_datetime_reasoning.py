@@ -13,8 +13,8 @@ from functools import lru_cache
 
 
 from env_registry import sdk
-from env_registry.loader import load_env
-from env_registry.runner import EpisodeRunner, run_episode
+from trace_env.loader import load_env
+from trace_env.engine import EpisodeRunner, run_episode
 from factory.blueprints import blueprint_source
 
 CAPABILITY = "datetime_reasoning"

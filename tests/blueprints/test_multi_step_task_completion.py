@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from env_registry import sdk
-from env_registry.runner import EpisodeRunner, run_episode
+from trace_env.engine import EpisodeRunner, run_episode
 
 CAPABILITY = "multi_step_task_completion"
 

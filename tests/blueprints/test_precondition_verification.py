@@ -6,7 +6,7 @@ import datetime
 
 
 from env_registry import sdk
-from env_registry.runner import EpisodeRunner, run_episode
+from trace_env.engine import EpisodeRunner, run_episode
 
 CAPABILITY = "precondition_verification"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from env_registry import sdk
-from env_registry.runner import EpisodeRunner, run_episode
+from trace_env.engine import EpisodeRunner, run_episode
 
 CAPABILITY = "structured_data_reasoning"
 

@@ -16,7 +16,7 @@ from factory.llm import (
     RetryPolicy,
     make_client,
 )
-from factory.llm.loopback import ScriptedLLMServer, ScriptedReply
+from factory.testing.llm_server import ScriptedLLMServer, ScriptedReply
 
 FAST = RetryPolicy(max_retries=3, base_delay_s=0.01, max_delay_s=0.05)
 HI = [{"role": "user", "content": "hi"}]

@@ -17,7 +17,7 @@ from factory.llm import (
     parse_llm_spec,
     price_for,
 )
-from factory.llm.loopback import ScriptedLLMServer
+from factory.testing.llm_server import ScriptedLLMServer
 
 
 @pytest.mark.parametrize(

@@ -96,20 +96,23 @@ def test_truncation_flag(sb) -> None:  # type: ignore[no-untyped-def]
 def test_trusted_runtime_importable_repo_not_visible(sb) -> None:  # type: ignore[no-untyped-def]
     code = (
         "import json, os, sys\n"
-        "import sandbox, schemas, pydantic, jsonschema, gymnasium, numpy\n"
+        "import sandbox.worker, trace_env.sdk, trace_env.engine, jsonschema\n"
         "rt = os.environ['PYTHONPATH']\n"
         "names = sorted(os.listdir(rt))\n"
         "files = [f for d, _, fs in os.walk(rt) for f in fs]\n"
-        "try:\n    import env_registry; er = True\nexcept ImportError as e:\n    er = repr(e)\n"
-        "print(json.dumps({'names': names, 'exts': sorted({os.path.splitext(f)[1] for f in files}), 'er': er}))\n"
+        "hosts = {}\n"
+        "for host_side in ('env_registry', 'schemas', 'factory', 'sandbox.base'):\n"
+        "    try:\n        __import__(host_side); hosts[host_side] = 'importable'\n"
+        "    except ImportError:\n        hosts[host_side] = 'absent'\n"
+        "print(json.dumps({'names': names, 'exts': sorted({os.path.splitext(f)[1] for f in files}), 'hosts': hosts}))\n"
     )
     r = sb.exec([PY, "-c", code])
     assert r.exit_code == 0, r.stderr[-2000:]
     data = json.loads(r.stdout)
-    assert set(data["names"]) <= {"sandbox", "schemas", "env_registry"}
-    assert {"sandbox", "schemas"} <= set(data["names"])
+    assert set(data["names"]) == {"sandbox", "trace_env"}  # the inside half of the project, nothing else
     assert set(data["exts"]) <= {".py", ".json"}
-    assert data["er"] is True
+    if sb.backend in ("bwrap", "docker"):  # the unsafe backend and the local E2B fake run on the host itself
+        assert set(data["hosts"].values()) == {"absent"}, data["hosts"]  # host-side code never ships into a sandbox
 
 
 # -- workers ------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from factory.cli import app
-from factory.llm.loopback import ScriptedLLMServer, ScriptedReply
+from factory.testing.llm_server import ScriptedLLMServer, ScriptedReply
 from factory.synthesis.extract import NoCodeError, extract_env_code
 from sandbox import available_backends
 from tests.conftest import TEST_ENVS

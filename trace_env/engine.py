@@ -15,13 +15,14 @@ from typing import Any
 
 import jsonschema
 
-from env_registry.actions import ParsedCall, parse_action
-from env_registry.sdk import Episode, Reward, Scenario, TaskEnv, ToolError, ToolRecord, Turn
+from trace_env.errors import TraceEnvError
+from trace_env.actions import ParsedCall, parse_action
+from trace_env.sdk import Episode, Reward, Scenario, TaskEnv, ToolError, ToolRecord, Turn
 
 MAX_TOOL_RESULT_CHARS = 20_000
 
 
-class EnvCodeError(RuntimeError):
+class EnvCodeError(TraceEnvError, RuntimeError):
     """The env's own code failed where no episode can continue (e.g. ``generate`` raised)."""
 
 
@@ -167,6 +168,9 @@ class EpisodeRunner:
         if self.env_errors:
             info["env_errors"] = list(self.env_errors)
         return StepResult(render_messages(new_messages), reward, terminated, truncated, info)
+
+    def close(self) -> None:
+        """Nothing to release in process; the sandboxed runner's close stops its worker."""
 
     # --- internals ----------------------------------------------------------------------------
     def _execute(self, call: ParsedCall, episode: Episode) -> tuple[str, bool]:

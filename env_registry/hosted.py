@@ -1,7 +1,7 @@
 """An env hosted in a persistent sandbox worker: the only way untrusted env code is executed.
 
 The CLI, the validator and the Gymnasium wrapper hold a :class:`SandboxedEnv`; the env's module is loaded
-and run by ``env_registry.worker_handler`` inside the sandbox, and only JSON crosses the boundary.
+and run by ``trace_env.handler`` inside the sandbox, and only JSON crosses the boundary.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from env_registry.runner import StepResult
-from env_registry.sdk import Turn
+from trace_env.engine import StepResult
+from trace_env.sdk import Turn
 from sandbox import SandboxLimits, open_sandbox
 from sandbox.base import Sandbox, Worker
 
-HANDLER = "env_registry.worker_handler"
+HANDLER = "trace_env.handler"
 
 
 def action_to_json(action: Any) -> Any:
@@ -74,7 +74,7 @@ class SandboxedEnv:
 
 
 class SandboxedRunner:
-    """The :class:`~env_registry.runner.EpisodeRunner` interface, served by a sandbox worker."""
+    """The :class:`~trace_env.engine.EpisodeRunner` interface, served by a sandbox worker."""
 
     def __init__(self, hosted: SandboxedEnv) -> None:
         self.hosted = hosted

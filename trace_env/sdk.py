@@ -5,7 +5,9 @@ that must be identical across envs (tool-call plumbing, argument validation, tra
 aggregation), so an env author - human or LLM - only writes the domain: a seeded scenario generator,
 tools over the scenario's state, a deterministic simulated user, a graded reward and two solutions.
 
-The SDK is plain stdlib plus ``schemas`` so it loads fast inside a sandbox worker.
+The SDK is plain stdlib (target profiles come from ``trace_env.targets`` as JSON), so it loads fast inside
+a sandbox worker. Env modules import it as ``from trace_env import sdk``; ``from env_registry import sdk``, the
+spelling of earlier releases, names the same module.
 """
 
 from __future__ import annotations
@@ -368,26 +370,25 @@ class TaskEnv:
     # --- the interface -------------------------------------------------------------------------
     def tools(self) -> list[dict[str, Any]]:
         """OpenAI-format schemas of the exposed tools: by default the target profile's, unchanged."""
-        from schemas.targets import load_target
+        from trace_env import targets
 
-        profile = load_target(self.target)
-        return [profile.tool(name).model_dump(mode="json", exclude_none=True) for name in self.tool_names]
+        return [targets.tool_schema(self.target, name) for name in self.tool_names]
 
     def error_message(self, message: str, exception: str = "ToolError") -> str:
         """Word a failed call the way the target does, so the agent sees the real target's errors."""
-        from schemas.targets import load_target
+        from trace_env import targets
 
         try:
-            style = load_target(self.target).error_style
+            style = targets.error_style(self.target)
         except KeyError:
             style = "Error: {message}"
         return style.replace("{message}", message).replace("{exception}", exception)
 
     def target_policy(self) -> str:
         """The target profile's policy summary, for system prompts that carry the domain rules."""
-        from schemas.targets import load_target
+        from trace_env import targets
 
-        return load_target(self.target).policy
+        return targets.policy(self.target)
 
     def rng(self, seed: int) -> random.Random:
         """The only source of randomness an env may use: seeded, so scenarios replay exactly."""

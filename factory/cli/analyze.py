@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from factory.analyze.errors import AnalyzeInputError
+from factory.cli.common import fail
 from factory.analyze.gold import GoldIndex, load_tasks
 from factory.analyze.importers import load_trajectories
 from factory.analyze.pipeline import AnalysisResult, AnalyzeConfig, analyze
@@ -129,8 +130,7 @@ def analyze_command(
 
 
 def _fail(message: str, code: int) -> None:
-    typer.echo(f"error: {' '.join(str(message).split())}", err=True)
-    raise typer.Exit(code)
+    fail(" ".join(str(message).split()), code)
 
 
 def _run(trajectories, llm, llm_base_url, runs, delta, coverage, min_runs, tasks, catalogue, batch_size, concurrency, bootstrap, seed, no_cache, out, json_output, err):

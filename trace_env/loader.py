@@ -10,10 +10,11 @@ import hashlib
 import sys
 import types
 
-from env_registry.sdk import TaskEnv
+from trace_env.errors import TraceEnvError
+from trace_env.sdk import TaskEnv
 
 
-class EnvLoadError(ValueError):
+class EnvLoadError(TraceEnvError, ValueError):
     """The source does not define a usable env; the message says what is missing."""
 
 

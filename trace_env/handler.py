@@ -1,4 +1,4 @@
-"""RPC methods that host one env inside a sandbox worker (``python -m sandbox.worker env_registry.worker_handler``).
+"""RPC methods that host one env inside a sandbox worker (``python -m sandbox.worker trace_env.handler``).
 
 Everything that executes env code lives behind these methods, so the CLI, the validator and the trainer
 only ever see JSON. One worker hosts one env: ``load`` first, then any mix of the other calls.
@@ -7,12 +7,15 @@ only ever see JSON. One worker hosts one env: ``load`` first, then any mix of th
 from __future__ import annotations
 
 import json
+import sys
+import types
 from collections import OrderedDict
 from typing import Any
 
-from env_registry.loader import load_env
-from env_registry.runner import EpisodeRunner, run_episode
-from env_registry.sdk import Scenario, TaskEnv, Turn
+from trace_env import sdk as _sdk
+from trace_env.loader import load_env
+from trace_env.engine import EpisodeRunner, run_episode
+from trace_env.sdk import Scenario, TaskEnv, Turn
 
 _state: dict[str, Any] = {}
 _SCENARIO_CACHE_SIZE = 256
@@ -48,7 +51,24 @@ def _action(item: Any) -> Any:
     return Turn.from_json(item) if isinstance(item, dict) and "calls" in item else item
 
 
+def install_legacy_sdk_alias() -> None:
+    """Env modules of earlier releases write ``from env_registry import sdk``.
+
+    Inside the sandbox ``env_registry`` (the host side: Gymnasium, registry, pydantic) is not shipped, so
+    that spelling is served by a stub package whose ``sdk`` is this SDK. On the host ``env_registry``
+    itself provides the same alias.
+    """
+    if "env_registry" in sys.modules:
+        return
+    stub = types.ModuleType("env_registry", "Inside the sandbox: only the env SDK (trace_env.sdk), under its old name.")
+    stub.__path__ = []  # a package, so ``import env_registry.sdk`` resolves through sys.modules
+    stub.sdk = _sdk  # type: ignore[attr-defined]
+    sys.modules["env_registry"] = stub
+    sys.modules["env_registry.sdk"] = _sdk
+
+
 def load(params: dict[str, Any]) -> dict[str, Any]:
+    install_legacy_sdk_alias()
     env = load_env(params["source"], module_name=params.get("module_name"))
     _state["env"] = env
     _state["runner"] = None
