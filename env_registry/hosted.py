@@ -43,12 +43,13 @@ class SandboxedEnv:
         load_timeout_s: float = 30.0,
         rpc_timeout_s: float = 30.0,
         module_name: str | None = None,
+        hash_seed: int | None = None,
     ) -> None:
         self.source = source
         self.rpc_timeout_s = rpc_timeout_s
         self.sandbox: Sandbox = open_sandbox(backend, limits)
         try:
-            self.worker: Worker = self.sandbox.start_worker(HANDLER)
+            self.worker: Worker = self.sandbox.start_worker(HANDLER, hash_seed=hash_seed)
             self.info: dict[str, Any] = self.worker.call(
                 "load", {"source": source, "module_name": module_name}, timeout_s=load_timeout_s
             )

@@ -235,11 +235,18 @@ class Sandbox(abc.ABC):
         command started is still running."""
 
     # -- workers -------------------------------------------------------------------------------------
-    def start_worker(self, handler: str, startup_timeout_s: float | None = None) -> "Worker":
-        """Start ``python -m sandbox.worker <handler>`` inside the sandbox and wait until it is ready."""
+    def start_worker(
+        self, handler: str, startup_timeout_s: float | None = None, hash_seed: int | None = None
+    ) -> "Worker":
+        """Start ``python -m sandbox.worker <handler>`` inside the sandbox and wait until it is ready.
+
+        ``hash_seed`` fixes the worker interpreter's ``PYTHONHASHSEED`` (string hashing, and so set
+        iteration order), so a check can compare two workers that hash differently.
+        """
         self._check_open()
+        argv = self.worker_argv(handler, hash_seed)
         worker = Worker(
-            lambda: self._spawn_worker(handler),
+            lambda: self._spawn_worker(argv),
             name=f"{self.backend}:{handler}",
             startup_timeout_s=startup_timeout_s or self.limits.wall_timeout_s,
         )
@@ -247,12 +254,13 @@ class Sandbox(abc.ABC):
         self._workers.append(worker)
         return worker
 
-    def worker_argv(self, handler: str) -> list[str]:
-        return ["python", "-m", "sandbox.worker", handler]
+    def worker_argv(self, handler: str, hash_seed: int | None = None) -> list[str]:
+        argv = ["python", "-m", "sandbox.worker", handler]
+        return argv if hash_seed is None else [*argv, "--hash-seed", str(int(hash_seed))]
 
     @abc.abstractmethod
-    def _spawn_worker(self, handler: str) -> "Channel":
-        """Start the worker process; return a channel wired to the worker's stdio."""
+    def _spawn_worker(self, argv: list[str]) -> "Channel":
+        """Start the worker process (``argv`` from :meth:`worker_argv`); return a channel wired to its stdio."""
 
     def _close_workers(self) -> None:
         for w in self._workers:

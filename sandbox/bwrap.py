@@ -378,8 +378,8 @@ class BwrapSandbox(Sandbox):
             self._reap(proc)  # stragglers of the namespace teardown, if any
             self._forget(proc)
 
-    def _spawn_worker(self, handler: str) -> Channel:
-        proc = self._launch(self.worker_argv(handler), stdin=True)
+    def _spawn_worker(self, argv: list[str]) -> Channel:
+        proc = self._launch(argv, stdin=True)
 
         def kill() -> None:
             self._reap(proc)

@@ -503,9 +503,9 @@ class DockerSandbox(Sandbox):
             killed_reason=reason,
         )
 
-    def _spawn_worker(self, handler: str) -> Channel:
+    def _spawn_worker(self, argv: list[str]) -> Channel:
         self._check_open()
-        exec_id = self._exec_create(self.worker_argv(handler), stdin=True)
+        exec_id = self._exec_create(argv, stdin=True)
         sock, early = self._exec_start_socket(exec_id)
         pid = 0
         for _ in range(200):

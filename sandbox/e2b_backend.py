@@ -223,10 +223,10 @@ class E2BSandbox(Sandbox):
             killed_reason=killed,
         )
 
-    def _spawn_worker(self, handler: str) -> Channel:
+    def _spawn_worker(self, argv: list[str]) -> Channel:
         self._check_open()
         handle = self.sbx.commands.run(
-            self._shell(self.worker_argv(handler), None), background=True, stdin=True, timeout=0,
+            self._shell(argv, None), background=True, stdin=True, timeout=0,
             retain_output=False,
         )
         return _E2BChannel(handle)

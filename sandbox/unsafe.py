@@ -124,5 +124,5 @@ class UnsafeSubprocessSandbox(Sandbox):
             with self._lock:
                 self._procs.discard(proc)
 
-    def _spawn_worker(self, handler: str) -> Channel:
-        return ProcessChannel(self._launch(self.worker_argv(handler), stdin=True))
+    def _spawn_worker(self, argv: list[str]) -> Channel:
+        return ProcessChannel(self._launch(argv, stdin=True))

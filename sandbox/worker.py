@@ -81,8 +81,19 @@ def serve(methods: dict[str, Callable[[dict], Any]], inp, out, info: dict[str, A
         send({"id": req_id, "result": result})
 
 
+def _with_hash_seed(argv: list[str]) -> list[str]:
+    """``HANDLER --hash-seed N``: string hashing is fixed when the interpreter starts, so re-exec with
+    ``PYTHONHASHSEED=N`` unless it is already set to that."""
+    if len(argv) == 3 and argv[1] == "--hash-seed" and argv[2].isdigit():
+        if os.environ.get("PYTHONHASHSEED") != argv[2]:
+            env = dict(os.environ, PYTHONHASHSEED=argv[2])
+            os.execve(sys.executable, [sys.executable, "-m", "sandbox.worker", *argv], env)
+        return argv[:1]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _with_hash_seed(list(sys.argv[1:] if argv is None else argv))
     # Keep the real stdout for the protocol; everything else printing to fd 1 goes to stderr.
     proto = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)
@@ -90,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     inp = sys.stdin
     if len(argv) != 1:
         proto.write(_dumps({"id": None, "error": {"type": "UsageError",
-                                                  "message": "usage: python -m sandbox.worker HANDLER_MODULE"}}) + "\n")
+                                                  "message": "usage: python -m sandbox.worker HANDLER_MODULE [--hash-seed N]"}}) + "\n")
         proto.flush()
         return 2
     try:
