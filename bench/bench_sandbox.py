@@ -7,6 +7,12 @@ one-shot validation costs. Also reported: the exec latency of that command in an
 sandbox, the time to start a worker (process up, handler imported), and the median round trip of
 ``echo`` calls into a warm worker. Medians of N runs, all backends measured in the same run, with
 ratios against ``unsafe-subprocess`` (no isolation: the floor). Not a test.
+
+``--hardening`` measures, in the same run, what the aggregate limits and the worker's integrity check
+cost: each contained backend with them (as shipped) and without (``Sandbox.hardened = False``: no cgroup,
+no tmpfs work dir or /dev/shm cap, no seccomp filter, no CPU quota, no integrity check), with the ratio
+after/before. It also times calls into an env worker (``trace_env.handler`` hosting the tiny test env:
+``generate`` and a full ``episode``), where the integrity snapshot is largest.
 """
 
 from __future__ import annotations
@@ -37,18 +43,48 @@ def construct(name: str, limits: SandboxLimits) -> Sandbox:
     return sandbox.construct(name, limits)
 
 
-def bench_backend(name: str, runs: int, calls: int) -> dict[str, float]:
+TINY_ENV = Path(__file__).resolve().parents[1] / "tests" / "envs" / "tiny_cancel.py"
+
+
+def bench_env_calls(name: str, runs: int, calls: int, hardened: bool) -> dict[str, float]:
+    """Median per-call time of ``generate`` and ``episode`` into a worker hosting the tiny env."""
+    sb = construct(name, SandboxLimits())
+    sb.hardened = hardened
+    sb.open()
+    try:
+        w = sb.start_worker("trace_env.handler")
+        w.call("load", {"source": TINY_ENV.read_text()})
+        out: dict[str, float] = {}
+        for method, params in (("generate", {"seed": 3}), ("episode", {"seed": 3, "policy": "reference"})):
+            for _ in range(5):
+                w.call(method, params)
+            samples = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                for _ in range(calls // 4):
+                    w.call(method, params)
+                samples.append((time.perf_counter() - t0) / (calls // 4))
+            out[f"env_{method}_s"] = statistics.median(samples)
+        w.close()
+        return out
+    finally:
+        sb.close()
+
+
+def bench_backend(name: str, runs: int, calls: int, hardened: bool = True) -> dict[str, float]:
     limits = SandboxLimits()
     cold, execs, wstart, wcall = [], [], [], []
     for _ in range(runs):
         t0 = time.perf_counter()
         sb = construct(name, limits)
+        sb.hardened = hardened
         sb.open()
         r = sb.exec(PROBE)
         sb.close()
         cold.append(time.perf_counter() - t0)
         assert r.exit_code == 0, r
     sb = construct(name, limits)
+    sb.hardened = hardened
     sb.open()
     try:
         sb.exec(PROBE)
@@ -85,7 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=200, help="echo calls per worker-latency sample")
     ap.add_argument("--backends", default="", help="comma list (default: every available one)")
     ap.add_argument("--json", type=Path, help="also write the numbers here")
+    ap.add_argument("--hardening", action="store_true",
+                    help="compare bwrap/docker with and without the aggregate limits and integrity check")
     args = ap.parse_args(argv)
+    if args.hardening:
+        return hardening_main(args)
 
     avail = available_backends()
     names = [b for b in args.backends.split(",") if b] or [b for b, why in avail.items() if why is None]
@@ -119,6 +159,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<18}" + "".join(cells))
     if args.json:
         args.json.write_text(json.dumps({"runs": args.runs, "results": results}, indent=2))
+    return 0
+
+
+def hardening_main(args: argparse.Namespace) -> int:
+    avail = available_backends()
+    names = [b for b in (args.backends.split(",") if args.backends else ["bwrap", "docker"]) if avail.get(b) is None]
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    for name in names:
+        rows[name] = {}
+        for label, hardened in (("before", False), ("after", True)):
+            print(f"# {name} {label} ...", file=sys.stderr, flush=True)
+            res = bench_backend(name, args.runs, args.calls, hardened)
+            res.update(bench_env_calls(name, args.runs, args.calls, hardened))
+            rows[name][label] = res
+    cols = [("cold_start_s", "cold start", 1e3, "ms"), ("exec_s", "exec", 1e3, "ms"),
+            ("worker_start_s", "worker start", 1e3, "ms"), ("worker_call_s", "echo call", 1e6, "us"),
+            ("env_generate_s", "env generate", 1e6, "us"), ("env_episode_s", "env episode", 1e6, "us")]
+    print(f"aggregate limits + integrity check: median of {args.runs} runs, before/after in one run")
+    for name, pair in rows.items():
+        print(f"\n{name}")
+        print(f"  {'measure':<14}{'before':>14}{'after':>14}{'ratio':>9}")
+        for key, label, scale, unit in cols:
+            before, after = pair["before"][key], pair["after"][key]
+            print(f"  {label:<14}{before * scale:>11.1f} {unit}{after * scale:>11.1f} {unit}{after / before:>8.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps({"runs": args.runs, "hardening": rows}, indent=2))
     return 0
 
 

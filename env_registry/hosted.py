@@ -89,14 +89,22 @@ class SandboxedRunner:
 
     def __init__(self, hosted: SandboxedEnv) -> None:
         self.hosted = hosted
-        self.capability: str = hosted.info["capability"]
-        self.tool_schemas: list[dict[str, Any]] = hosted.info["tools"]
+        capability, tools = hosted.info.get("capability"), hosted.info.get("tools")
+        if not isinstance(capability, str) or not isinstance(tools, list):
+            raise WorkerBadReply("env worker: the env did not declare its capability and tools when it loaded")
+        self.capability: str = capability
+        self.tool_schemas: list[dict[str, Any]] = tools
 
     def reset(self, seed: int) -> StepResult:
-        return StepResult(**self.hosted.call("reset", {"seed": int(seed)}))
+        return _step_result(self.hosted.call("reset", {"seed": int(seed)}))
 
     def step(self, action: Any) -> StepResult:
-        return StepResult(**self.hosted.call("step", {"action": action_to_json(action)}))
+        return _step_result(self.hosted.call("step", {"action": action_to_json(action)}))
 
     def close(self) -> None:
         self.hosted.close()
+
+
+def _step_result(data: dict[str, Any]) -> StepResult:
+    """A validated ``reset``/``step`` reply (schemas.wire.StepReply) as the engine's StepResult."""
+    return StepResult(data["observation"], data["reward"], data["terminated"], data["truncated"], data["info"])

@@ -162,7 +162,7 @@ class BwrapSandbox(Sandbox):
         os.chmod(self._root, 0o711)  # the sandbox uid may traverse, not list
         self._work = self._root / "work"
         self._work.mkdir(mode=0o700)
-        self.warning = self._set_limits()
+        self.warning = self._set_limits() if self.hardened else None
         if self._as_root:
             os.chown(self._work, self.uid, self.gid)
         # The interpreter prefix, bound read-only at its own path. If the sandbox uid could not
@@ -269,7 +269,7 @@ class BwrapSandbox(Sandbox):
             "--ro-bind", str(self._runtime / "etc" / "group"), "/etc/group",
             "--proc", "/proc",
             "--dev", "/dev",
-            "--perms", "1777", "--size", str(self.limits.shm_mb * mb), "--tmpfs", "/dev/shm",
+            *(["--perms", "1777", "--size", str(self.limits.shm_mb * mb), "--tmpfs", "/dev/shm"] if self.hardened else []),
             "--perms", "1777", "--size", str(max(16, self.limits.file_size_mb) * mb), "--tmpfs", "/tmp",
             *self._prefix_args,
             "--ro-bind", str(self._runtime / "python"), INSIDE_RUNTIME,

@@ -154,67 +154,91 @@ def _loads(line: str) -> Any:
 # --- integrity of trusted state ----------------------------------------------------------------------
 
 
-def _trusted_modules() -> list[types.ModuleType]:
-    """Trusted modules loaded now, plus every module their globals reference (what they call into)."""
-    roots = [m for name, m in list(sys.modules.items())
-             if isinstance(m, types.ModuleType) and name.split(".")[0] in _TRUSTED_ROOTS]
-    found = {id(m): m for m in roots}
-    for m in roots:
+_CORE = ("trace_env", "sandbox")
+_HEAPTYPE = 1 << 9
+
+
+def _trusted_modules() -> tuple[list[types.ModuleType], list[types.ModuleType]]:
+    """(core, referenced): the protocol, handler, engine and SDK with ``builtins``; and the modules their
+    globals name (``json``, ``jsonschema``, ``re``...), whose attributes trusted code looks up at run time."""
+    core = [m for name, m in list(sys.modules.items())
+            if isinstance(m, types.ModuleType) and (name.split(".")[0] in _CORE or name == "__main__")]
+    core.append(builtins)
+    seen = {id(m) for m in core}
+    referenced = []
+    for m in core:
         for v in list(vars(m).values()):
-            if isinstance(v, types.ModuleType) and v.__name__ not in ("sys", "os", "posix"):
-                found.setdefault(id(v), v)
-    return list(found.values())
+            if isinstance(v, types.ModuleType) and id(v) not in seen and v.__name__ not in ("sys", "os", "posix"):
+                seen.add(id(v))
+                referenced.append(v)
+    return core, referenced
 
 
 class Snapshot:
-    """Identity of everything trusted code looks up at run time: module globals, class attributes, code."""
+    """Identity of what trusted code looks up at run time: module globals, class attributes, function code.
+
+    Cheap to compare (about a hundred microseconds): per namespace, its size and the ids of its values,
+    compared as lists in C; only on a difference is the detail worked out.
+    """
 
     def __init__(self) -> None:
-        self.spaces: list[tuple[str, Any, tuple, list[int]]] = []
-        self.codes: list[tuple[str, object, object]] = []
-        self._seen: set[int] = set()
-        for module in _trusted_modules():
-            self._add(module.__name__, vars(module), module.__name__)
+        self.spaces: list[tuple[str, Any, int, list[int]]] = []
+        self.codes: list[tuple[str, Any, object]] = []
+        core, referenced = _trusted_modules()
+        seen: set[int] = set()
+        for module in core:
+            self._add(module.__name__, vars(module), module.__name__, seen, deep=True)
+        for module in referenced:
+            self._add(module.__name__, vars(module), module.__name__, seen, deep=False)
 
-    def _add(self, label: str, space: Any, module: str) -> None:
-        self.spaces.append((label, space, tuple(space), list(map(id, space.values()))))
+    def _add(self, label: str, space: Any, module: str, seen: set[int], deep: bool) -> None:
+        self.spaces.append((label, space, len(space), list(map(id, space.values()))))
+        if not deep:
+            return
         for name, value in list(space.items()):
             func = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
             if isinstance(value, property):
                 func = value.fget
             if isinstance(func, types.FunctionType):
                 self.codes.append((f"{label}.{name}", func, func.__code__))
-            elif isinstance(value, type) and value.__module__ == module and id(value) not in self._seen:
-                self._seen.add(id(value))
-                self._add(f"{module}.{value.__qualname__}", vars(value), module)
+            elif (isinstance(value, type) and value.__flags__ & _HEAPTYPE and value.__module__ == module
+                  and id(value) not in seen):
+                seen.add(id(value))
+                self._add(f"{module}.{value.__qualname__}", vars(value), module, seen, deep=True)
 
     def changes(self) -> list[str]:
         """What differs from the snapshot (new submodule attributes are allowed and absorbed)."""
         found: list[str] = []
-        for index, (label, space, keys, ids) in enumerate(self.spaces):
-            if tuple(space) == keys and list(map(id, space.values())) == ids:
+        for index, (label, space, size, ids) in enumerate(self.spaces):
+            if len(space) == size and list(map(id, space.values())) == ids:
                 continue
-            before = dict(zip(keys, ids))
-            here = [f"{label}.{key} was deleted" for key in keys if key not in space]
-            here += [f"{label}.{key} was replaced" for key in keys if key in space and id(space[key]) != before[key]]
-            here += [f"{label}.{key} was added" for key in space
-                     if key not in before and not isinstance(space[key], types.ModuleType)]
+            here = self._detail(label, space, ids)
             if here:
                 found += here
             else:  # only submodules appeared (an import): absorb them
-                self.spaces[index] = (label, space, tuple(space), list(map(id, space.values())))
-        for label, func, code in self.codes:
-            if func.__code__ is not code:  # type: ignore[attr-defined]
-                found.append(f"the code of {label} was replaced")
+                self.spaces[index] = (label, space, len(space), list(map(id, space.values())))
+        found += [f"the code of {label} was replaced" for label, func, code in self.codes if func.__code__ is not code]
         return found
+
+    @staticmethod
+    def _detail(label: str, space: Any, ids: list[int]) -> list[str]:
+        now, before = set(map(id, space.values())), set(ids)
+        gone = [i for i in ids if i not in now]
+        added = [k for k, v in list(space.items()) if id(v) not in before and not isinstance(v, types.ModuleType)]
+        out = [f"{label}.{k} was replaced or added" for k in added]
+        if gone and not added:
+            out.append(f"{label}: {len(gone)} attribute(s) deleted")
+        return out
 
 
 # --- the loop ------------------------------------------------------------------------------------------
 
 
-def serve(methods: dict[str, Callable[[dict], Any]], inp: Iterable[str], out: Any, info: dict[str, Any] | None = None) -> None:
-    """The request loop (separate from main() so it can be tested in-process)."""
-    snapshot = Snapshot()
+def serve(methods: dict[str, Callable[[dict], Any]], inp: Iterable[str], out: Any, info: dict[str, Any] | None = None,
+          checked: bool = True) -> None:
+    """The request loop (separate from main() so it can be tested in-process). ``checked=False`` skips
+    the integrity check (only the benchmark asks, to measure its cost)."""
+    snapshot = Snapshot() if checked else None
     helpers = [(f, f.__code__) for f in (_plain, _key, _dumps, _error, _encode, _loads, Snapshot.changes, _send_to)]
     methods = dict(methods)
 
@@ -252,7 +276,7 @@ def serve(methods: dict[str, Callable[[dict], Any]], inp: Iterable[str], out: An
             reply = {"id": req_id, "error": _error(e)}
         _reap_orphans()
         swapped = [f"the code of {f.__name__} was replaced" for f, code in helpers if f.__code__ is not code]
-        changed = swapped or snapshot.changes()
+        changed = swapped or (snapshot.changes() if snapshot is not None else [])
         if changed:
             shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
             send({"id": req_id, "error": {"type": "IntegrityError", "fatal": True, "traceback": "",
@@ -301,11 +325,11 @@ def _lines(fd: int) -> Iterator[str]:
 def _with_hash_seed(argv: list[str]) -> list[str]:
     """``HANDLER --hash-seed N``: string hashing is fixed when the interpreter starts, so re-exec with
     ``PYTHONHASHSEED=N`` unless it is already set to that."""
-    if len(argv) == 3 and argv[1] == "--hash-seed" and argv[2].isdigit():
-        if os.environ.get("PYTHONHASHSEED") != argv[2]:
-            env = dict(os.environ, PYTHONHASHSEED=argv[2])
+    if len(argv) >= 3 and argv[-2] == "--hash-seed" and argv[-1].isdigit():
+        if os.environ.get("PYTHONHASHSEED") != argv[-1]:
+            env = dict(os.environ, PYTHONHASHSEED=argv[-1])
             os.execve(sys.executable, [sys.executable, "-m", "sandbox.worker", *argv], env)
-        return argv[:1]
+        return argv[:-2]
     return argv
 
 
@@ -323,13 +347,15 @@ def _subreaper() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = _with_hash_seed(list(sys.argv[1:] if argv is None else argv))
+    checked = "--unchecked" not in argv
+    argv = [a for a in argv if a != "--unchecked"]
     # Keep the real stdout for the protocol; everything else printing to fd 1 goes to stderr.
     proto = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     if len(argv) != 1:
         _send_to(proto, _dumps({"id": None, "error": {"type": "UsageError",
-                                                      "message": "usage: python -m sandbox.worker HANDLER_MODULE [--hash-seed N]"}}) + "\n")
+                                                      "message": "usage: python -m sandbox.worker HANDLER_MODULE [--unchecked] [--hash-seed N]"}}) + "\n")
         return 2
     _subreaper()
     try:
@@ -340,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as e:  # noqa: BLE001
         _send_to(proto, _dumps({"id": None, "error": _error(e)}) + "\n")
         return 1
-    serve(methods, _lines(0), proto, {"handler": argv[0]})
+    serve(methods, _lines(0), proto, {"handler": argv[0], "integrity_checked": checked}, checked=checked)
     return 0
 
 
