@@ -10,7 +10,6 @@ out encodable (lone surrogates replaced) and nesting is bounded, so nothing down
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 
@@ -93,12 +92,12 @@ def clean(value: Any, fix_strings: bool = True, max_depth: int = MAX_DEPTH) -> A
     return root[0]
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _encodable(text: str) -> str:
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
+    """Lone surrogates (JSON can spell them, UTF-8 cannot hold them) become U+FFFD."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def printable(data: bytes | str, limit: int = 200) -> str:
@@ -107,6 +106,3 @@ def printable(data: bytes | str, limit: int = 200) -> str:
     shown = repr(text[:limit])
     return shown + ("..." if len(text) > limit else "")
 
-
-def is_finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
