@@ -317,15 +317,7 @@ class DockerSandbox(Sandbox):
             procs = self._container_procs()
             keep = {self._init_pid}
             if keep_workers:
-                roots = {p for p in self._worker_pids if p in procs}
-                frontier = list(roots)
-                keep |= roots
-                while frontier:
-                    parent = frontier.pop()
-                    for pid, ppid in procs.items():
-                        if ppid == parent and pid not in keep:
-                            keep.add(pid)
-                            frontier.append(pid)
+                keep |= _descendants(procs, {p for p in self._worker_pids if p in procs})
             victims = [p for p in procs if p not in keep and (only is None or p in only)]
             if not victims:
                 return
@@ -345,13 +337,7 @@ class DockerSandbox(Sandbox):
             return
         for _ in range(50):
             procs = self._container_procs()
-            tree, frontier = {root} & set(procs), [root]
-            while frontier:
-                parent = frontier.pop()
-                for pid, ppid in procs.items():
-                    if ppid == parent and pid not in tree:
-                        tree.add(pid)
-                        frontier.append(pid)
+            tree = _descendants(procs, {root} & set(procs))
             if not tree:
                 return
             for sig in (signal.SIGSTOP, signal.SIGKILL):
@@ -612,6 +598,18 @@ class _DockerChannel(Channel):
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.02)
+
+
+def _descendants(procs: dict[int, int], roots: set[int]) -> set[int]:
+    """``roots`` and every process below them, from a pid -> ppid map."""
+    found, frontier = set(roots), list(roots)
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in procs.items():
+            if ppid == parent and pid not in found:
+                found.add(pid)
+                frontier.append(pid)
+    return found
 
 
 def _remove_quietly(client: Any, container_id: str, volume: str) -> None:

@@ -29,7 +29,8 @@ from trace_env.loader import load_env
 REPO = Path(__file__).resolve().parents[2]
 TINY = (REPO / "tests" / "envs" / "tiny_cancel.py").read_text()
 BACKENDS = [b for b in ("bwrap", "docker") if available_backends().get(b) is None]
-FAST = ["--set", "solvability_seeds=20", "--set", "necessity_seeds=20", "--set", "diversity_seeds=40", "--set", "fuzz_examples=10"]
+FAST = ["--set", "solvability_seeds=8", "--set", "necessity_seeds=8", "--set", "diversity_seeds=12",
+        "--set", "fuzz_examples=5", "--set", "grpo_seeds=3"]
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not BACKENDS, reason="needs bwrap or docker")]
 
 
