@@ -44,31 +44,66 @@ def construct(name: str, limits: SandboxLimits) -> Sandbox:
 
 
 TINY_ENV = Path(__file__).resolve().parents[1] / "tests" / "envs" / "tiny_cancel.py"
+MEASURES = ("cold_start_s", "exec_s", "worker_start_s", "worker_call_s", "env_generate_s", "env_episode_s")
 
 
-def bench_env_calls(name: str, runs: int, calls: int, hardened: bool) -> dict[str, float]:
-    """Median per-call time of ``generate`` and ``episode`` into a worker hosting the tiny env."""
-    sb = construct(name, SandboxLimits())
-    sb.hardened = hardened
-    sb.open()
-    try:
-        w = sb.start_worker("trace_env.handler")
-        w.call("load", {"source": TINY_ENV.read_text()})
-        out: dict[str, float] = {}
-        for method, params in (("generate", {"seed": 3}), ("episode", {"seed": 3, "policy": "reference"})):
-            for _ in range(5):
-                w.call(method, params)
-            samples = []
-            for _ in range(runs):
-                t0 = time.perf_counter()
-                for _ in range(calls // 4):
-                    w.call(method, params)
-                samples.append((time.perf_counter() - t0) / (calls // 4))
-            out[f"env_{method}_s"] = statistics.median(samples)
-        w.close()
-        return out
-    finally:
+class _Side:
+    """One open sandbox (hardened or not) with an echo worker and a worker hosting the tiny env."""
+
+    def __init__(self, name: str, hardened: bool) -> None:
+        self.name, self.hardened = name, hardened
+        self.sb = construct(name, SandboxLimits())
+        self.sb.hardened = hardened
+        self.sb.open()
+        self.echo = self.sb.start_worker("sandbox.handlers.echo")
+        self.env = self.sb.start_worker("trace_env.handler")
+        self.env.call("load", {"source": TINY_ENV.read_text()})
+
+    def sample(self, calls: int) -> dict[str, float]:
+        out = {}
+        t0 = time.perf_counter()
+        sb = construct(self.name, SandboxLimits())
+        sb.hardened = self.hardened
+        sb.open()
+        assert sb.exec(PROBE).exit_code == 0
         sb.close()
+        out["cold_start_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.sb.exec(PROBE)
+        out["exec_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.sb.start_worker("sandbox.handlers.echo").close()
+        out["worker_start_s"] = time.perf_counter() - t0
+        for key, worker, method, params in (
+            ("worker_call_s", self.echo, "echo", {"x": 1, "s": "hello"}),
+            ("env_generate_s", self.env, "generate", {"seed": 3}),
+            ("env_episode_s", self.env, "episode", {"seed": 3, "policy": "reference"}),
+        ):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                worker.call(method, params)
+            out[key] = (time.perf_counter() - t0) / calls
+        return out
+
+    def close(self) -> None:
+        self.sb.close()
+
+
+def bench_hardening(name: str, runs: int, calls: int) -> dict[str, dict[str, float]]:
+    """Before/after medians, measured in alternating rounds (ABBA...) so that load drift cancels."""
+    sides = {"before": _Side(name, False), "after": _Side(name, True)}
+    samples: dict[str, dict[str, list[float]]] = {label: {k: [] for k in MEASURES} for label in sides}
+    try:
+        for side in sides.values():
+            side.sample(max(5, calls // 10))  # warm-up
+        for r in range(runs):
+            for label in (("before", "after") if r % 2 == 0 else ("after", "before")):
+                for key, value in sides[label].sample(calls).items():
+                    samples[label][key].append(value)
+    finally:
+        for side in sides.values():
+            side.close()
+    return {label: {k: statistics.median(v) for k, v in by.items()} for label, by in samples.items()}
 
 
 def bench_backend(name: str, runs: int, calls: int, hardened: bool = True) -> dict[str, float]:
@@ -167,16 +202,12 @@ def hardening_main(args: argparse.Namespace) -> int:
     names = [b for b in (args.backends.split(",") if args.backends else ["bwrap", "docker"]) if avail.get(b) is None]
     rows: dict[str, dict[str, dict[str, float]]] = {}
     for name in names:
-        rows[name] = {}
-        for label, hardened in (("before", False), ("after", True)):
-            print(f"# {name} {label} ...", file=sys.stderr, flush=True)
-            res = bench_backend(name, args.runs, args.calls, hardened)
-            res.update(bench_env_calls(name, args.runs, args.calls, hardened))
-            rows[name][label] = res
+        print(f"# {name}: before/after in alternating rounds ...", file=sys.stderr, flush=True)
+        rows[name] = bench_hardening(name, args.runs, args.calls)
     cols = [("cold_start_s", "cold start", 1e3, "ms"), ("exec_s", "exec", 1e3, "ms"),
             ("worker_start_s", "worker start", 1e3, "ms"), ("worker_call_s", "echo call", 1e6, "us"),
             ("env_generate_s", "env generate", 1e6, "us"), ("env_episode_s", "env episode", 1e6, "us")]
-    print(f"aggregate limits + integrity check: median of {args.runs} runs, before/after in one run")
+    print(f"aggregate limits + integrity check: median of {args.runs} alternating rounds, before/after in one run")
     for name, pair in rows.items():
         print(f"\n{name}")
         print(f"  {'measure':<14}{'before':>14}{'after':>14}{'ratio':>9}")

@@ -155,7 +155,7 @@ class BwrapSandbox(Sandbox):
     def _open(self) -> None:
         self._runtime = runtime.host_runtime()
         root = Path(tempfile.gettempdir()) / self.name
-        self._lease = leftovers.Lease(self.name, self.backend, root=str(root), pids=[])
+        self._lease = leftovers.Lease(self.name, self.backend, root=str(root))
         self._opened = True  # from here on close() has something to undo
         root.mkdir(mode=0o711)
         self._root = root

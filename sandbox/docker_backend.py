@@ -125,11 +125,15 @@ class DockerSandbox(Sandbox):
         super().__init__(limits)
         self.image = image
         docker = _docker()
+        client = None
         try:
-            self.client = docker.from_env(timeout=120)
-            self.client.ping()
+            client = docker.from_env(timeout=120)
+            client.ping()
         except Exception as e:  # noqa: BLE001
+            if client is not None:
+                client.close()
             raise SandboxUnavailable(f"docker daemon not reachable: {e}") from e
+        self.client = client
         self.container: Any = None
         self.volume: Any = None
         self._init_pid: int | None = None

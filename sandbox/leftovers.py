@@ -19,7 +19,6 @@ import ctypes.util
 import json
 import os
 import shutil
-import signal
 import socket
 import tempfile
 import threading
@@ -119,6 +118,8 @@ def reap() -> list[str]:
     for name in names:
         path = directory / name
         try:
+            if path.stat().st_uid != os.geteuid():
+                continue  # another user's lease is not ours to act on
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
@@ -134,45 +135,44 @@ def reap() -> list[str]:
 
 
 def release_resources(data: dict[str, Any]) -> list[str]:
-    """Kill and remove everything a lease names (also what ``close()`` does, in the same order)."""
+    """Kill and remove everything a lease names (also what ``close()`` does, in the same order).
+
+    Only what a sandbox can have created is touched, whatever the lease says: cgroups named
+    ``trace-factory/trace-sbx-*``, a ``trace-sbx-*/work`` mount, a ``trace-sbx-*``/``trace-unsafe-*``
+    dir, a ``trace-sbx-*`` container and volume.
+    """
     removed: list[str] = []
-    cgroup_dirs = [d for d in data.get("cgroups") or [] if isinstance(d, str)]
+    cgroup_dirs = [d for d in data.get("cgroups") or [] if isinstance(d, str) and _is_sandbox_cgroup(d)]
     if cgroup_dirs:
         from sandbox.cgroups import Cgroup
 
         Cgroup(int(data.get("cgroup_version") or 1), cgroup_dirs).remove()
         removed.append(f"cgroup {os.path.basename(cgroup_dirs[0])}")
-    for pid in data.get("pids") or []:
-        _kill_if_same(pid)
     mount = data.get("mount")
-    if isinstance(mount, str):
+    if isinstance(mount, str) and os.path.basename(mount) == "work" and _is_sandbox_name(os.path.dirname(mount)):
         unmount(mount)
     root = data.get("root")
-    if isinstance(root, str) and os.path.basename(root).startswith(("trace-sbx-", "trace-unsafe-")):
-        if os.path.isdir(root):
-            shutil.rmtree(root, ignore_errors=True)
-            removed.append(f"work dir {root}")
-    if data.get("container") or data.get("volume"):
+    if isinstance(root, str) and _is_sandbox_name(root, "trace-sbx-", "trace-unsafe-") and os.path.isdir(root):
+        shutil.rmtree(root, ignore_errors=True)
+        removed.append(f"work dir {root}")
+    container, volume = data.get("container"), data.get("volume")
+    container = container if isinstance(container, str) and _is_sandbox_name(container) else None
+    volume = volume if isinstance(volume, str) and _is_sandbox_name(volume) else None
+    if container or volume:
         from sandbox.docker_backend import remove_container_and_volume
 
-        removed += remove_container_and_volume(data.get("container"), data.get("volume"))
+        removed += remove_container_and_volume(container, volume)
     return removed
 
 
-def _kill_if_same(entry: Any) -> None:
-    """Kill a recorded process (``[pid, starttime]``) only if that pid still is that process."""
-    if not (isinstance(entry, list) and len(entry) == 2):
-        return
-    pid, start = entry
-    if isinstance(pid, int) and _start_time(pid) == start:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+def _is_sandbox_name(path: str, *prefixes: str) -> bool:
+    return os.path.basename(path.rstrip("/")).startswith(prefixes or ("trace-sbx-",))
+
+
+def _is_sandbox_cgroup(path: str) -> bool:
+    real = os.path.realpath(path)
+    return (real.startswith("/sys/fs/cgroup/") and _is_sandbox_name(real)
+            and os.path.basename(os.path.dirname(real)) == "trace-factory")
 
 
 def unmount(path: str) -> None:
