@@ -185,11 +185,24 @@ class Snapshot:
         self.spaces: list[tuple[str, Any, int, list[int]]] = []
         self.codes: list[tuple[str, Any, object]] = []
         core, referenced = _trusted_modules()
-        seen: set[int] = set()
+        self._seen: set[int] = set()
+        self._modules = {id(m) for m in core + referenced}
+        self._count = len(sys.modules)
         for module in core:
-            self._add(module.__name__, vars(module), module.__name__, seen, deep=True)
+            self._add(module.__name__, vars(module), module.__name__, self._seen, deep=True)
         for module in referenced:
-            self._add(module.__name__, vars(module), module.__name__, seen, deep=False)
+            self._add(module.__name__, vars(module), module.__name__, self._seen, deep=False)
+
+    def _adopt_new_modules(self) -> None:
+        """Trusted modules imported since (a kit the env imports): covered from the end of that call on."""
+        if len(sys.modules) == self._count:
+            return
+        self._count = len(sys.modules)
+        for name, module in list(sys.modules.items()):
+            if (isinstance(module, types.ModuleType) and name.split(".")[0] in _CORE
+                    and id(module) not in self._modules):
+                self._modules.add(id(module))
+                self._add(name, vars(module), name, self._seen, deep=True)
 
     def _add(self, label: str, space: Any, module: str, seen: set[int], deep: bool) -> None:
         self.spaces.append((label, space, len(space), list(map(id, space.values()))))
@@ -218,6 +231,8 @@ class Snapshot:
             else:  # only submodules appeared (an import): absorb them
                 self.spaces[index] = (label, space, len(space), list(map(id, space.values())))
         found += [f"the code of {label} was replaced" for label, func, code in self.codes if func.__code__ is not code]
+        if not found:
+            self._adopt_new_modules()
         return found
 
     @staticmethod
