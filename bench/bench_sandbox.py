@@ -89,6 +89,34 @@ class _Side:
         self.sb.close()
 
 
+SNAPSHOT_PROBE = """
+def main():
+    import statistics, time, trace_env.handler, sandbox.worker as worker
+    snap = worker.Snapshot()
+    assert snap.changes() == []
+    samples = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        for _ in range(100):
+            snap.changes()
+        samples.append((time.perf_counter() - t0) / 100)
+    print(statistics.median(samples), len(snap.spaces), sum(x[2] for x in snap.spaces), len(snap.codes))
+main()
+"""
+
+
+def integrity_check_cost(name: str) -> dict[str, float]:
+    """The worker's per-call integrity check alone, timed inside the sandbox (what it adds to every call)."""
+    sb = construct(name, SandboxLimits())
+    sb.open()
+    try:
+        r = sb.exec(["python", "-c", SNAPSHOT_PROBE])
+        seconds, spaces, entries, codes = r.stdout.split()
+        return {"integrity_check_s": float(seconds), "namespaces": int(spaces), "entries": int(entries), "functions": int(codes)}
+    finally:
+        sb.close()
+
+
 def bench_hardening(name: str, runs: int, calls: int) -> dict[str, dict[str, float]]:
     """Before/after medians, measured in alternating rounds (ABBA...) so that load drift cancels."""
     sides = {"before": _Side(name, False), "after": _Side(name, True)}
@@ -204,6 +232,7 @@ def hardening_main(args: argparse.Namespace) -> int:
     for name in names:
         print(f"# {name}: before/after in alternating rounds ...", file=sys.stderr, flush=True)
         rows[name] = bench_hardening(name, args.runs, args.calls)
+        rows[name]["integrity"] = integrity_check_cost(name)
     cols = [("cold_start_s", "cold start", 1e3, "ms"), ("exec_s", "exec", 1e3, "ms"),
             ("worker_start_s", "worker start", 1e3, "ms"), ("worker_call_s", "echo call", 1e6, "us"),
             ("env_generate_s", "env generate", 1e6, "us"), ("env_episode_s", "env episode", 1e6, "us")]
@@ -214,6 +243,9 @@ def hardening_main(args: argparse.Namespace) -> int:
         for key, label, scale, unit in cols:
             before, after = pair["before"][key], pair["after"][key]
             print(f"  {label:<14}{before * scale:>11.1f} {unit}{after * scale:>11.1f} {unit}{after / before:>8.2f}x")
+        cost = pair["integrity"]
+        print(f"  integrity check alone: {cost['integrity_check_s'] * 1e6:.0f} us per call "
+              f"({cost['namespaces']:.0f} namespaces, {cost['entries']:.0f} names, {cost['functions']:.0f} functions)")
     if args.json:
         args.json.write_text(json.dumps({"runs": args.runs, "hardening": rows}, indent=2))
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -130,10 +131,16 @@ KILL_POINTS = {
 }
 
 
+@pytest.fixture
+def scene():  # type: ignore[no-untyped-def]
+    made = Scene()
+    yield made
+    shutil.rmtree(made.tmp, ignore_errors=True)
+
+
 @pytest.mark.parametrize("point", list(KILL_POINTS))
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_build_killed_leaves_nothing_behind(backend: str, point: str) -> None:
-    scene = Scene()
+def test_build_killed_leaves_nothing_behind(scene: Scene, backend: str, point: str) -> None:
     fenced = f"Here it is.\n\n```python\n{TINY}```\n"
     with ScriptedLLMServer(lambda request: fenced) as server:
         process = subprocess.Popen(
@@ -170,8 +177,7 @@ time.sleep(600)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_process_holding_a_gym_env_killed_leaves_nothing_behind(backend: str) -> None:
-    scene = Scene()
+def test_process_holding_a_gym_env_killed_leaves_nothing_behind(scene: Scene, backend: str) -> None:
     env = load_env(TINY)
     Registry(scene.registry).put(TINY, capability=env.capability, target=env.target, tools=env.tools(), max_steps=env.max_steps)
     process = subprocess.Popen([sys.executable, "-c", HOLDER], env={**scene.env, "TRACE_FACTORY_SANDBOX": backend},
