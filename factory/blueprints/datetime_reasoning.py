@@ -88,7 +88,7 @@ class DatetimeReasoningEnv(phone.PhoneTools, sdk.TaskEnv):
                   "weeks_offset_reminder": self.weeks_offset_reminder, "holiday_reminder": self.holiday_reminder,
                   "days_until_holiday": self.days_until_holiday, "time_until_reminder": self.time_until_reminder,
                   "date_in_n_days": self.date_in_n_days}
-        truth, request = makers[variant](world, today, ahead, reminders)
+        truth, request = makers[variant](world, now, today, ahead, reminders)
         rng.shuffle(reminders)
         settings = {"low_battery_mode": False, "wifi": True, "cellular": True, "location_service": True}
         user = {"request": request,
@@ -114,14 +114,14 @@ class DatetimeReasoningEnv(phone.PhoneTools, sdk.TaskEnv):
         return {"kind": "reminder", "how": how, "content": task, "date": target.isoformat(), "hour": hour,
                 "minute": minute, "reminder_timestamp": phone.at(target, hour, minute)}, request
 
-    def weekday_reminder(self, world, today, ahead, reminders):
+    def weekday_reminder(self, world, now, today, ahead, reminders):
         weekday = world.rng.randrange(7)
         days = (weekday - today.weekday()) % 7 or 7  # the first such day strictly after today
         phrase = world.rng.choice(("next {d}", "this coming {d}", "on {d}")).format(d=phone.WEEKDAYS[weekday])
         truth, request = self.reminder_truth(world.rng, today + datetime.timedelta(days=days), "weekday", phrase)
         return dict(truth, days_ahead=days), request
 
-    def days_offset_reminder(self, world, today, ahead, reminders):
+    def days_offset_reminder(self, world, now, today, ahead, reminders):
         rng = world.rng
         n = rng.choice((1, 2, 2, 3, 3, 4, 5, 6, 8, 10))
         phrase = {1: "tomorrow", 2: rng.choice(("the day after tomorrow", "in 2 days"))}.get(
@@ -129,7 +129,7 @@ class DatetimeReasoningEnv(phone.PhoneTools, sdk.TaskEnv):
         truth, request = self.reminder_truth(rng, today + datetime.timedelta(days=n), "days", phrase)
         return dict(truth, days_ahead=n), request
 
-    def weeks_offset_reminder(self, world, today, ahead, reminders):
+    def weeks_offset_reminder(self, world, now, today, ahead, reminders):
         rng = world.rng
         n = rng.choice((1, 2, 2, 3, 4))
         phrase = (rng.choice(("a week from today", "one week from today")) if n == 1
@@ -137,7 +137,7 @@ class DatetimeReasoningEnv(phone.PhoneTools, sdk.TaskEnv):
         truth, request = self.reminder_truth(rng, today + datetime.timedelta(weeks=n), "weeks", phrase)
         return dict(truth, days_ahead=7 * n), request
 
-    def holiday_reminder(self, world, today, ahead, reminders):
+    def holiday_reminder(self, world, now, today, ahead, reminders):
         rng = world.rng
         name, day = rng.choice(ahead)
         offset = rng.choice(list(HOLIDAY_OFFSETS))
@@ -145,7 +145,7 @@ class DatetimeReasoningEnv(phone.PhoneTools, sdk.TaskEnv):
         truth, request = self.reminder_truth(rng, day + datetime.timedelta(days=offset), "holiday", phrase)
         return dict(truth, holiday=name, holiday_offset=offset), request
 
-    def days_until_holiday(self, world, today, ahead, reminders):
+    def days_until_holiday(self, world, now, today, ahead, reminders):
         # Next year's New Year's Day is always a candidate; search_holiday defaults to the current year, so the
         # agent has to notice that this year's has passed and ask for the next one.
         name, day = world.rng.choice([(n, d) for n, d in ahead if n != "New Year's Day"]
@@ -155,13 +155,13 @@ class DatetimeReasoningEnv(phone.PhoneTools, sdk.TaskEnv):
                                     )).format(h=HOLIDAY_SPOKEN[name])
         return {"kind": "days_until", "holiday": name, "date": day.isoformat(), "days": (day - today).days}, request
 
-    def time_until_reminder(self, world, today, ahead, reminders):
+    def time_until_reminder(self, world, now, today, ahead, reminders):
         rng = world.rng
         task = rng.choice(REMINDER_TASKS)
         gap = rng.randint(1, 19) * 3600 + rng.randint(0, 59) * 60 + rng.randint(3, 57)
         reminder = {"reminder_id": world.uuid(), "content": capitalised(task),
-                    "creation_timestamp": round(world.now - rng.uniform(1, 10) * 86400, 3),
-                    "reminder_timestamp": round(world.now + gap, 3), "latitude": None, "longitude": None}
+                    "creation_timestamp": round(now - rng.uniform(1, 10) * 86400, 3),
+                    "reminder_timestamp": round(now + gap, 3), "latitude": None, "longitude": None}
         reminders.append(reminder)
         request = rng.choice(("How long until my reminder to {t} goes off? Hours and minutes, please.",
                               "How much time do I have before the '{t}' reminder? Give me hours and minutes.",
@@ -172,7 +172,7 @@ class DatetimeReasoningEnv(phone.PhoneTools, sdk.TaskEnv):
         return {"kind": "time_until", "reminder_id": reminder["reminder_id"], "content": task, "seconds": gap,
                 "accepted": accepted}, request
 
-    def date_in_n_days(self, world, today, ahead, reminders):
+    def date_in_n_days(self, world, now, today, ahead, reminders):
         n = world.rng.choice((10, 14, 21, 30, 45, 60, 75, 90, 100, 120, 150, 180, 200))
         request = world.rng.choice(("What's the date {n} days from today?", "Which date will it be in {n} days?",
                                     "If something is due {n} days from today, what date is that?")).format(n=n)

@@ -67,7 +67,7 @@ class PreconditionVerificationEnv(airline.AirlineTools, sdk.TaskEnv):
         else:
             plan = [False] + [rng.random() < 0.7 for _ in range(n_requests - 1)]
             rng.shuffle(plan)
-        requests = [self.change_request(world, user, ok) if rng.random() < 0.25 else self.cancel_request(world, user, ok)
+        requests = [self.change_request(world, user, ok) if rng.random() < 0.25 else self.cancel_request(world, user, ok, now)
                     for ok in plan]
         for _ in range(rng.randint(1, 3)):
             self.distractor(world, user, requests)
@@ -83,7 +83,7 @@ class PreconditionVerificationEnv(airline.AirlineTools, sdk.TaskEnv):
                             meta={"variant": rules, "n_requests": n_requests, "knows_ids": knows_ids,
                                   "now": airline.stamp(now), "all_eligible": all(plan)})
 
-    def cancel_request(self, world, user, eligible):
+    def cancel_request(self, world, user, eligible, now):
         rng = world.rng
         if eligible:
             rule = rng.choice(ELIGIBLE_CANCEL_RULES)
@@ -91,7 +91,7 @@ class PreconditionVerificationEnv(airline.AirlineTools, sdk.TaskEnv):
             rule = rng.choices(INELIGIBLE_CANCEL_RULES, weights=INELIGIBLE_CANCEL_WEIGHTS)[0]
         economy = rng.choice(["basic_economy", "economy"])
         trip = rng.choice(["one_way", "round_trip"])
-        timing = "future" if world.now.hour >= 20 or rng.random() < 0.8 else "today"
+        timing = "future" if now.hour >= 20 or rng.random() < 0.8 else "today"
         created = rng.choice(["old", "old", "near_miss"])
         cabin, insurance, reason, trap = economy, "no", "personal", None  # trap: what would grant it but for the rule
         if rule == "recent_booking":
@@ -117,7 +117,7 @@ class PreconditionVerificationEnv(airline.AirlineTools, sdk.TaskEnv):
         record = world.reservation(user, cabin=cabin, trip=trip, timing=timing, created=created, insurance=insurance)
         cancelled_leg = None
         if "airline_cancelled" in (rule, trap):
-            legs = [f for f in record["flights"] if f["date"] > world.today.isoformat()] or record["flights"][-1:]
+            legs = [f for f in record["flights"] if f["date"] > now.date().isoformat()] or record["flights"][-1:]
             cancelled_leg = rng.choice(legs)
             world.flights[cancelled_leg["flight_number"]]["dates"][cancelled_leg["date"]] = {"status": "cancelled"}
         # the airline-cancellation claim can only be checked with the live flight status
