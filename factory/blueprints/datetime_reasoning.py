@@ -237,7 +237,7 @@ class DatetimeReasoningEnv(phone.PhoneTools, sdk.TaskEnv):
         if abs(stamp - truth["reminder_timestamp"]) <= 60:
             return 1.0
         try:
-            moment = datetime.datetime.fromtimestamp(stamp, phone.UTC)
+            moment = phone.moment_of(stamp)
         except (OverflowError, OSError, ValueError):
             return 0.0
         target = datetime.date.fromisoformat(truth["date"])
@@ -328,7 +328,7 @@ class DatetimeReasoningEnv(phone.PhoneTools, sdk.TaskEnv):
             return [sdk.say(f"{HOLIDAY_SPOKEN[truth['holiday']]} is {(day - today).days} days away.")]
         if truth["kind"] == "time_until":  # it finds the reminder, but guesses it is about 9 in the morning
             reminder = next(r for r in scenario.state["reminders"] if r["reminder_id"] == truth["reminder_id"])
-            fires = datetime.datetime.fromtimestamp(reminder["reminder_timestamp"], phone.UTC)
+            fires = phone.moment_of(reminder["reminder_timestamp"])
             gap = ((fires.hour * 60 + fires.minute) - (STALE_NOW.hour * 60 + STALE_NOW.minute)) % (24 * 60)
             return [sdk.call("search_reminder", content=truth["content"]),
                     sdk.say(f"Your reminder fires at {fires:%H:%M}. It's about {STALE_NOW:%H:%M} now, so that's in "

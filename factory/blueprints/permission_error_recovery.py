@@ -272,7 +272,7 @@ class PermissionErrorRecoveryEnv(phone.PhoneTools, sdk.TaskEnv):
         if kind == "setting":
             return [], [sdk.call(phone.SETTER[goal["setting"]], on=True)]
         if kind == "location_reminder":
-            when = datetime.datetime.fromtimestamp(now, phone.UTC) + datetime.timedelta(hours=goal["hours"])
+            when = phone.moment_of(now) + datetime.timedelta(hours=goal["hours"])
             return [], [sdk.call("get_current_location"), sdk.call("get_current_timestamp"),
                         sdk.call("shift_timestamp", timestamp=now, hours=goal["hours"]),
                         sdk.call("add_reminder", content=goal["content"].capitalize(), reminder_timestamp=when.timestamp(),
@@ -290,7 +290,7 @@ class PermissionErrorRecoveryEnv(phone.PhoneTools, sdk.TaskEnv):
         if goal["kind"] == "setting":
             return f"{phone.SETTING_NAMES[goal['setting']].capitalize()} is now on."
         if goal["kind"] == "location_reminder":
-            when = datetime.datetime.fromtimestamp(goal["reminder_timestamp"], phone.UTC)
+            when = phone.moment_of(goal["reminder_timestamp"])
             return (f"Your reminder to {goal['content']} is set for {when:%H:%M} UTC on {phone.say_date(when.date())}, "
                     f"pinned to your current location ({goal['latitude']:.4f}, {goal['longitude']:.4f}).")
         if goal["kind"] == "holiday":
