@@ -87,6 +87,7 @@ def rollout(
     max_errors: Annotated[int, typer.Option("--max-errors", min=1, help="Tool errors before an episode ends (too_many_errors).")] = 10,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the per-episode seeds.")] = 0,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature of LLM/HF policies and LLM users.")] = 0.0,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Tokens per policy turn (LLM default 2048, hf: 512).")] = None,
     call_timeout: Annotated[Optional[float], typer.Option("--call-timeout", min=0.1, help="Seconds a target may take per tool call (default 30).")] = None,
     json_output: JsonOption = False,
 ) -> None:
@@ -110,7 +111,7 @@ def rollout(
         config = RolloutConfig(
             target=target, out=out, policy=policy, tasks_file=str(tasks) if tasks else None, task_ids=_task_ids(task_ids),
             server=server, backend=backend, user=user, judge=judge, trials=trials, concurrency=concurrency,
-            max_steps=max_steps, max_errors=max_errors, seed=seed, temperature=temperature, call_timeout_s=call_timeout,
+            max_steps=max_steps, max_errors=max_errors, seed=seed, temperature=temperature, max_tokens=max_tokens, call_timeout_s=call_timeout,
         )  # fmt: skip
     except ValidationError as exc:
         first = exc.errors()[0]

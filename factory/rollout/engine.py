@@ -70,7 +70,8 @@ def resolve(config: RolloutConfig) -> tuple[TargetSpec, list[Task]]:
 
 
 class Rollout:
-    """One invocation. ``stop`` (an Event) ends it early: episodes in flight are abandoned, not written."""
+    """One invocation. ``stop`` (an Event) ends it early: episodes in flight are abandoned, not written.
+    ``gold_cache`` lets several rollouts on the same target share their gold replays."""
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class Rollout:
         policy: Policy | None = None,
         progress: Progress | None = None,
         stop: threading.Event | None = None,
+        gold_cache: GoldCache | None = None,
     ) -> None:
         self.config = config
         self.spec, self.tasks = resolve(config)
@@ -87,7 +89,7 @@ class Rollout:
         self.judge = make_judge(config.judge)
         self.progress = progress
         self.stop = stop or threading.Event()
-        self.gold = GoldCache()
+        self.gold = gold_cache or GoldCache()
         self._local = threading.local()
         self._runners: list[TargetRunner] = []
         self._runners_lock = threading.Lock()
@@ -106,6 +108,7 @@ class Rollout:
             max_errors=c.max_errors,
             seed=c.seed,
             temperature=c.temperature,
+            max_tokens=c.max_tokens,
         )
 
     def run(self) -> RolloutSummary:

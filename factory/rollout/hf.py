@@ -65,13 +65,15 @@ class HFPolicy(Policy):
         path, adapter = _split_spec(spec)
         if not path:
             raise FactoryError(f"--policy {spec!r} names no model; expected hf:PATH or hf:PATH@ADAPTER")
-        try:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-        except ImportError:
-            raise FactoryError("hf: policies need transformers and torch: pip install 'trace-factory[train]'") from None
         for label, folder in (("model", path), ("adapter", adapter)):
             if folder and ("/" in folder or folder.startswith(".")) and not Path(folder).expanduser().exists():
                 raise FactoryError(f"--policy {spec!r}: {label} folder {folder} does not exist")
+        try:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers.utils import logging as hf_logging
+        except ImportError:
+            raise FactoryError("hf: policies need transformers and torch: pip install 'trace-factory[train]'") from None
+        hf_logging.disable_progress_bar()  # our own progress bar is the one to watch
         try:
             where = str(Path(path).expanduser()) if Path(path).expanduser().exists() else path
             tokenizer = AutoTokenizer.from_pretrained(where)

@@ -41,6 +41,7 @@ class RunSettings(BaseModel):
     max_errors: int
     seed: int
     temperature: float | None = None
+    max_tokens: int | None = None
 
 
 def error_of(trajectory: Trajectory) -> tuple[str, str] | None:
