@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -279,6 +280,8 @@ class MCPBackend(TargetBackend):
             self._conn.close()
             self._conn = None
         if self._conn is None:
+            if importlib.util.find_spec("mcp") is None:
+                raise TargetConfigError("the 'mcp' package is not installed: pip install 'trace-factory[targets]'")
             env = {}
             if self.spec.state_dir_env and self.spec.command:
                 if self._state_dir is None:

@@ -9,6 +9,7 @@ simulated user and the NL judge are ours, as on every backend, so results compar
 
 from __future__ import annotations
 
+import os
 import uuid
 from importlib import metadata
 from pathlib import Path
@@ -20,13 +21,18 @@ from env_registry.targets.tasks import Action, Task, load_tasks, parse_tasks
 
 
 def _tau2() -> Any:
+    # τ² pulls in litellm, which fetches a price list over the network at import unless told not to.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        import tau2.registry
+        from loguru import logger
+
+        logger.disable("tau2")  # τ² logs its set-up and every tool call to stderr; our results carry what matters
+        from tau2.registry import registry
     except ImportError as exc:
         raise TargetConfigError(
             f"τ²-bench is not importable ({exc}); install it from its repository on Python >= 3.12, or use --backend mcp"
         ) from None
-    return tau2.registry.registry
+    return registry
 
 
 def native_tasks(domain: str) -> list[Task]:
