@@ -195,9 +195,10 @@ class Rollout:
         runner = self._runner()
         info: dict[str, Any] = {}
         failure: tuple[str, str] | None = None
-        reward, termination = 0.0, None
+        reward, termination, served_by = 0.0, None, None
         try:
             first = runner.reset(seed, task_id=task.id)
+            served_by = first.info["backend"]
             act = self.policy.start(task, first.info["tools"], seed)
             while True:
                 if self.stop.is_set():
@@ -220,6 +221,7 @@ class Rollout:
             last = traceback.extract_tb(exc.__traceback__)[-1]
             termination = "internal_error"
             failure = ("internal_error", f"{type(exc).__name__}: {exc} (at {Path(last.filename).name}:{last.lineno})")
+        info.setdefault("backend", served_by)
         return self._trajectory(task, trial, seed, runner, info, reward, termination, failure, time.monotonic() - started)
 
     def _trajectory(
@@ -236,6 +238,7 @@ class Rollout:
             "policy": self.policy.spec,
             "user": self.config.user,
             "backend": self.spec.backend,
+            "served_by": info.get("backend"),
             "seed": seed,
             "steps": runner.steps,
             "duration_s": round(duration, 3),
