@@ -46,6 +46,11 @@ class TargetBackend(ABC):
     def tools(self) -> list[dict[str, Any]]:
         """OpenAI-format schemas of the tools the agent may call (bookkeeping tools and parameters hidden)."""
 
+    @property
+    def hidden_arguments(self) -> frozenset[str]:
+        """Arguments the backend sets itself (e.g. an MCP ``state_key``); an agent that passes one is refused."""
+        return frozenset()
+
     def policy(self) -> str | None:
         """The target's own policy text, when the backend carries one."""
         return None

@@ -211,8 +211,7 @@ class TargetRunner:
         if call.name not in self._tool_names:
             return f"Error: Tool '{call.name}' not found.", True
         arguments = dict(call.arguments or {})
-        hidden = getattr(getattr(self.backend, "spec", None), "state_param", None)
-        if hidden and hidden in arguments:  # the agent may not pick another episode's state
+        for hidden in sorted(self.backend.hidden_arguments & set(arguments)):  # e.g. another episode's state key
             return f"Error: {call.name}() got an unexpected keyword argument '{hidden}'", True
         outcome = self.backend.call(call.name, arguments)
         return outcome.content, outcome.error
