@@ -43,7 +43,7 @@ def test_an_api_llm_policy_calls_tools_and_stops(tmp_path: Path, monkeypatch: py
 
     with ScriptedLLMServer(agent) as server:
         monkeypatch.setenv("TRACE_LLM_BASE_URL", server.openai_base_url)
-        config = RolloutConfig(target="tau2-airline", task_ids=["1"], policy="compat:agent-model", out=tmp_path / "run")
+        config = RolloutConfig(target="tau2-airline", backend="mcp", task_ids=["1"], policy="compat:agent-model", out=tmp_path / "run")
         summary = Rollout(config).run()
         requests = list(server.requests)
     assert (summary.passed, summary.errors) == (1, 0)
@@ -62,7 +62,7 @@ def test_an_api_llm_policy_calls_tools_and_stops(tmp_path: Path, monkeypatch: py
 def test_a_failing_policy_is_an_agent_error_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with ScriptedLLMServer([ScriptedReply(status=400, text="context too long")]) as server:
         monkeypatch.setenv("TRACE_LLM_BASE_URL", server.openai_base_url)
-        config = RolloutConfig(target="tau2-retail", task_ids=["0"], policy="compat:agent-model", out=tmp_path / "run")
+        config = RolloutConfig(target="tau2-retail", backend="mcp", task_ids=["0"], policy="compat:agent-model", out=tmp_path / "run")
         summary = Rollout(config).run()
     assert (summary.episodes, summary.errors, summary.error_kinds, summary.pass_rate) == (1, 1, {"agent": 1}, None)
     (trajectory,) = RolloutStore.load(tmp_path / "run")
@@ -91,7 +91,7 @@ def test_a_local_hf_model_with_an_adapter_runs_episodes(tmp_path: Path, tiny_wit
     firsts = {}
     for name, spec in (("base", f"hf:{model_path}"), ("adapted", f"hf:{model_path}@{adapter}")):
         out = tmp_path / name
-        args = ["rollout", "--target", "tau2-airline", "--task-ids", "0", "--policy", spec, "--max-steps", "2", "--max-tokens", "12", "--out", str(out), "--json"]
+        args = ["rollout", "--target", "tau2-airline", "--backend", "mcp", "--task-ids", "0", "--policy", spec, "--max-steps", "2", "--max-tokens", "12", "--out", str(out), "--json"]
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
         summary = json.loads(result.stdout)

@@ -32,7 +32,7 @@ def factory(*args: str) -> Any:
 
 def test_json_summary_and_trajectories_that_analyze_reads(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    result = factory("rollout", "--target", "tau2-retail", "--task-ids", "0,1", "--task-ids", "5", "--policy", "scripted:gold", "--trials", "2", "--out", str(out), "--json")
+    result = factory("rollout", "--target", "tau2-retail", "--task-ids", "0,1", "--task-ids", "5", "--policy", "scripted:gold", "--trials", "2", "--backend", "mcp", "--out", str(out), "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert {k: summary[k] for k in ("tasks", "trials", "episodes", "passed", "pass_rate", "errors")} == {
@@ -118,7 +118,7 @@ def test_server_killed_mid_episode_is_recorded_and_the_run_finishes_then_resumes
 
 def test_resume_skips_finished_episodes_and_drops_a_torn_last_line(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    config = RolloutConfig(target="tau2-retail", task_ids=["0", "1"], policy="scripted:empty", out=out, trials=1)
+    config = RolloutConfig(target="tau2-retail", backend="mcp", task_ids=["0", "1"], policy="scripted:empty", out=out, trials=1)
     first = Rollout(config).run()
     assert first.ran == 2
     path = out / "trajectories.jsonl"
@@ -136,7 +136,7 @@ def test_resume_skips_finished_episodes_and_drops_a_torn_last_line(tmp_path: Pat
 
 def test_sigterm_stops_the_run_and_keeps_finished_episodes(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    args = ["rollout", "--target", "tau2-retail", "--policy", "scripted:gold", "--out", str(out), "--concurrency", "1", "--json"]
+    args = ["rollout", "--target", "tau2-retail", "--backend", "mcp", "--policy", "scripted:gold", "--out", str(out), "--concurrency", "1", "--json"]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     process = subprocess.Popen([sys.executable, "-m", "factory.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     path = out / "trajectories.jsonl"

@@ -34,7 +34,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, gold_cache: GoldCache) -> dic
     for domain in DOMAINS:
         for policy in ("scripted:gold", "scripted:empty"):
             folder = tmp_path_factory.mktemp(f"{domain}-{policy.split(':')[1]}")
-            config = RolloutConfig(target=f"tau2-{domain}", policy=policy, out=folder, concurrency=4)
+            config = RolloutConfig(target=f"tau2-{domain}", backend="mcp", policy=policy, out=folder, concurrency=4)
             out[(domain, policy)] = (Rollout(config, gold_cache=gold_cache).run(), folder)
     return out
 

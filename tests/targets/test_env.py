@@ -27,7 +27,7 @@ pytestmark = requires_servers
 
 @pytest.fixture(scope="module")
 def airline() -> TargetEnv:
-    env = gym.make("target/tau2-airline-v0")
+    env = gym.make("target/tau2-airline-v0", backend="mcp")
     yield env
     env.close()
 
@@ -47,7 +47,7 @@ def test_both_gym_make_spellings_work_in_a_fresh_process() -> None:
 
 
 def test_check_env_passes_without_warnings() -> None:
-    env = TargetEnv("tau2-airline", task_id="0")
+    env = TargetEnv("tau2-airline", task_id="0", backend="mcp")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -106,7 +106,7 @@ def test_the_agent_cannot_reach_bookkeeping(airline) -> None:
 def test_seed_picks_the_task_unless_one_is_fixed(airline) -> None:
     ids = [airline.reset(seed=seed)[1]["task_id"] for seed in (0, 1, 50, 51)]
     assert ids == ["0", "1", "0", "1"]
-    fixed = gym.make("target/tau2-airline-v0", task_id=7)
+    fixed = gym.make("target/tau2-airline-v0", task_id=7, backend="mcp")
     try:
         assert {fixed.reset(seed=s)[1]["task_id"] for s in range(3)} == {"7"}
     finally:
@@ -114,7 +114,7 @@ def test_seed_picks_the_task_unless_one_is_fixed(airline) -> None:
 
 
 def test_max_steps_truncates_and_tool_errors_terminate() -> None:
-    env = TargetEnv("tau2-airline", task_id="1", max_steps=2, max_errors=2)
+    env = TargetEnv("tau2-airline", task_id="1", max_steps=2, max_errors=2, backend="mcp")
     try:
         env.reset(seed=0)
         assert env.step(tool_call("get_user_details", user_id="mia_li_3668"))[3] is False

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +112,47 @@ def test_server_specs_parse_commands_and_urls() -> None:
     assert parse_server("https://example.org/mcp").url == "https://example.org/mcp"
     with pytest.raises(ValueError, match="exactly one of command"):
         MCPServerSpec(command=["x"], url="http://y")
+
+
+@pytest.fixture
+def http_server() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = Path(__file__).with_name("http_counter_server.py")
+    process = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_a_server_reached_by_url(tmp_path: Path, http_server: str) -> None:
+    task = {
+        "id": "add-two",
+        "user_scenario": {"instructions": "You want the counter raised by 2."},
+        "evaluation_criteria": {"actions": [{"name": "add", "arguments": {"amount": 2}}], "reward_basis": ["ACTION", "DB"]},
+    }
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps([task]))
+    env = TargetEnv("mcp", tasks=tasks, server=http_server)
+    try:
+        _, info = env.reset(seed=0)
+        assert sorted(t["function"]["name"] for t in info["tools"]) == ["add", "total"]
+        assert "state_key" not in json.dumps(info["tools"])
+        assert env.step(tool_call("add", amount=2))[0] == "[tool add] total is 2"
+        _, reward, _, _, info = env.step("###STOP###")
+        assert reward == 1.0 and info["reward_detail"]["gates"] == {"ACTION": 1.0}
+        assert "reached by URL" in info["reward_detail"]["not_judged"]["DB"]
+        env.reset(seed=0)  # a fresh counter for the next episode
+        assert env.step(tool_call("total"))[0] == "[tool total] total is 0"
+    finally:
+        env.close()
