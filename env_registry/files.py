@@ -90,7 +90,7 @@ def read_text(path: str | Path, what: str, expected: str, limit: int = MAX_FILE_
 
 
 _REASONS = {
-    errno.ENOENT: "does not exist",
+    errno.ENOENT: "no such file or folder",
     errno.EACCES: "permission denied",
     errno.EPERM: "operation not permitted",
     errno.EROFS: "is on a read-only file system",

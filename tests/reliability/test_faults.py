@@ -176,7 +176,7 @@ def test_a_read_only_registry_fails_remove_in_one_line(tmp_path: Path, factory_m
 @pytest.mark.parametrize("kind", ["binary", "folder", "fifo", "missing", "nested", "not json"])
 def test_a_bad_report_input_is_one_line(tmp_path: Path, factory_main, gate_watch, kind: str) -> None:
     path = tmp_path / "capabilities.json"
-    expected = {"binary": "not UTF-8 text (byte 0xff", "folder": "is a folder", "fifo": "FIFO", "missing": "does not exist",
+    expected = {"binary": "not UTF-8 text (byte 0xff", "folder": "is a folder", "fifo": "FIFO", "missing": "no such file or folder",
                 "nested": "not a capabilities.json", "not json": "not a capabilities.json"}[kind]
     if kind == "binary":
         path.write_bytes(b"\xff\xfe\x00{")

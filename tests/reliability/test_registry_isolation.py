@@ -97,12 +97,15 @@ def test_unreadable_entries_are_broken_with_the_fix(root: Path) -> None:
         target.chmod(0)
     try:
         code = (
-            "import json\nfrom env_registry.registry import Registry\n"
+            "import json, gymnasium as gym, env_registry\nfrom env_registry.registry import Registry\n"
+            "print(sorted(k for k in gym.registry if k.startswith('trace/')))\n"
             "print(json.dumps({e.gym_id: [e.status, e.problem] for e in Registry().entries()}))"
         )
         result = run_python(code, root, unprivileged=True)
         assert result.returncode == 0, result.stderr
-        listed = json.loads(result.stdout)
+        registered, entries = result.stdout.strip().splitlines()
+        assert "'trace/sound_env-v0'" in registered and "'trace/bad_env-v0'" in registered  # nothing vanished
+        listed = json.loads(entries)
         assert listed["trace/sound_env-v0"][0] == "ok"
         for gym_id in targets:
             status, problem = listed[gym_id]
