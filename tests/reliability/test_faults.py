@@ -243,3 +243,26 @@ def test_deeply_nested_actions_never_raise_in_a_sandboxed_env(tmp_path: Path) ->
         assert "could not be encoded as JSON (ValueError)" in observation
     finally:
         env.close()
+
+
+@pytest.mark.parametrize(
+    "raised, words, code",
+    [
+        (PermissionError(errno.EACCES, "Permission denied", "/srv/envs/x"), "error: /srv/envs/x: permission denied; fix its permissions", 1),
+        (OSError(errno.EIO, "Input/output error", "/srv/envs/y"), "error: /srv/envs/y: input/output error from the device", 1),
+        (RuntimeError("surprise\nsecond line"), "internal error: RuntimeError: surprise (a bug: rerun with TRACE_FACTORY_DEBUG=1", 1),
+        (KeyboardInterrupt(), None, 130),  # Ctrl-C: the conventional status, no traceback, no noise
+    ],
+)
+def test_whatever_escapes_a_command_is_one_line_at_the_boundary(
+    factory_main, monkeypatch: pytest.MonkeyPatch, raised: BaseException, words: str | None, code: int,
+) -> None:
+    from env_registry.registry import Registry
+
+    def explode(self):  # noqa: ANN001, ANN202
+        raise raised
+
+    monkeypatch.setattr(Registry, "entries", explode)
+    outcome = factory_main("envs", "list")
+    assert outcome.code == code
+    assert (words in one_line(outcome.stderr)) if words else "Traceback" not in outcome.stderr
