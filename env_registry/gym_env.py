@@ -9,6 +9,7 @@ chat templates need, and ``info["tools"]`` the tool schemas.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +61,7 @@ class TraceEnv(gym.Env[str, str]):
         return result.observation, result.info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        result = self.runner.step(action)
+        result = self.runner.step(_sendable(action))
         self._last_observation = result.observation
         return result.observation, float(result.reward), result.terminated, result.truncated, result.info
 
@@ -73,3 +74,18 @@ class TraceEnv(gym.Env[str, str]):
         if self.render_mode == "ansi":
             return self._last_observation
         return None
+
+
+def _sendable(action: Any) -> Any:
+    """The action, or - when it cannot travel to the env as JSON (a cycle, extreme nesting) - a refused call
+    that says so, which the env answers with an error observation. A bad action never raises, sandboxed or not."""
+    if action is None or isinstance(action, str):
+        return action
+    from env_registry.hosted import action_to_json
+
+    try:
+        json.dumps(action_to_json(action))
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = f"the action could not be encoded as JSON ({type(exc).__name__}); send text or a JSON-encodable message"
+        return {"role": "assistant", "content": None, "tool_calls": [{"name": "invalid", "error": problem}]}
+    return action

@@ -6,69 +6,72 @@ Layout under the root (``$TRACE_FACTORY_REGISTRY`` or ``~/.cache/trace-factory/e
     <capability>/v<N>/manifest.json   EnvManifest (capability, target, tools, provenance, hashes)
     <capability>/v<N>/report.json     the validation report, when there is one
 
-Every write goes to a temporary directory inside the root and is renamed into place under a file lock, so a
-reader never sees half an env and two concurrent builds never collide. Loading recomputes the content
-hash and refuses an env whose files were edited after registration.
+Writes go to a staging directory inside the root and are renamed (or atomically exchanged) into place under a
+file lock, so a reader never sees half an env and two builds never collide. A reader reads one version through
+one directory handle: it sees either the old or the new folder whole. If the hash check then fails, it asks
+whether that folder is still the one at the path: if not, a writer swapped it mid-read and the read is
+repeated; if it is, the files really were edited after registration (:class:`IntegrityError`).
+
+Every entry is read on its own: a damaged one (not UTF-8, unreadable, a folder or FIFO where a file belongs,
+a symlink loop) becomes a broken :class:`Entry` with the fix, and every other entry still loads.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from filelock import FileLock
-from pydantic import ValidationError
+from filelock import FileLock, Timeout
 
+from env_registry import files
+from env_registry.errors import CAPABILITY, BrokenEntryError, IntegrityError, RegistryError, broken
+from env_registry.layout import SCRATCH_PREFIXES, root_items, version_items
+from env_registry.snapshot import StoredEnv, VersionReader, content_hash, source_sha256
+from env_registry.swap import exchange
 from schemas.manifest import EnvManifest, Provenance
+
+__all__ = [
+    "BrokenEntryError", "Entry", "IntegrityError", "Registry", "RegistryError", "StoredEnv", "content_hash", "default_root",
+    "source_sha256",
+]
 
 ROOT_ENV_VAR = "TRACE_FACTORY_REGISTRY"
 LOCK_TIMEOUT_S = 120.0
-_VERSION_DIR = re.compile(r"^v(\d+)$")
 
-
-class RegistryError(RuntimeError):
-    """A registry operation failed; the message names the env and what to do."""
-
-
-class IntegrityError(RegistryError):
-    """Stored files do not match their content hash: they were changed after registration."""
+Status = Literal["ok", "broken", "tampered"]
 
 
 def default_root() -> Path:
     configured = os.environ.get(ROOT_ENV_VAR)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "trace-factory" / "envs"
-
-
-def content_hash(source: str, manifest: EnvManifest, report_text: str | None) -> str:
-    """sha256 over source, manifest (its own hash blanked) and report: any edit to any of them shows."""
-    sealed = manifest.model_copy(update={"content_hash": ""}).model_dump_json()
-    digest = hashlib.sha256()
-    for part in (source, sealed, report_text or ""):
-        digest.update(part.encode("utf-8"))
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def source_sha256(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+    if configured:
+        return Path(configured).expanduser()
+    try:
+        return Path.home() / ".cache" / "trace-factory" / "envs"
+    except (RuntimeError, KeyError):
+        raise RegistryError(f"no home folder to keep the env registry in: set ${ROOT_ENV_VAR} or pass --registry") from None
 
 
 @dataclass
-class StoredEnv:
-    """One verified env version read from the registry."""
+class Entry:
+    """One listed registry entry: verified (``ok``), or ``broken``/``tampered`` with ``problem`` saying the fix."""
 
-    manifest: EnvManifest
+    capability: str
+    version: int | None
     path: Path
-    source: str
-    report: dict[str, Any] | None
+    status: Status
+    manifest: EnvManifest | None = None
+    problem: str | None = None
+
+    @property
+    def gym_id(self) -> str:
+        return f"trace/{self.capability}-v{self.version}" if self.version is not None else f"trace/{self.capability}"
 
 
 class Registry:
@@ -76,11 +79,29 @@ class Registry:
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root).expanduser() if root else default_root()
+        self._reader = VersionReader(self.root)
+
+    @property
+    def swap_retries(self) -> int:
+        """Reads repeated because a writer swapped the folder mid-read (a figure for tests and benchmarks)."""
+        return self._reader.swap_retries
 
     # --- writing ------------------------------------------------------------------------------
-    def lock(self) -> FileLock:
+    @contextmanager
+    def lock(self) -> Iterator[None]:
         self.root.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(self.root / ".lock"), timeout=LOCK_TIMEOUT_S)
+        lock = FileLock(str(self.root / ".lock"), timeout=LOCK_TIMEOUT_S)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise RegistryError(
+                f"registry {self.root} stayed locked by another process for {LOCK_TIMEOUT_S:.0f} s; wait for the "
+                f"other build to end (if none is running, delete {self.root / '.lock'})"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     def put(
         self,
@@ -97,12 +118,19 @@ class Registry:
     ) -> tuple[EnvManifest, bool]:
         """Store an env. Returns its manifest and whether a new version was created.
 
-        Unchanged source keeps its version (the manifest and report are refreshed); changed source gets
-        the next version number.
+        Unchanged source keeps its version (the manifest and report are refreshed); changed source, or a
+        broken or tampered latest version, gets the next version number.
         """
+        self._check_name(capability)
         with self.lock():
+            self.sweep()
             versions = self.versions(capability)
-            latest = self._read_manifest(capability, versions[-1]) if versions else None
+            latest = None
+            if versions:
+                try:
+                    latest = self._read_version(capability, versions[-1]).manifest
+                except RegistryError:
+                    latest = None
             digest = source_sha256(source)
             if latest is not None and latest.source_sha256 == digest:
                 version, created = latest.version, False
@@ -126,77 +154,166 @@ class Registry:
 
     def _write_version(self, manifest: EnvManifest, source: str, report_text: str | None) -> None:
         final = self.root / manifest.capability / f"v{manifest.version}"
+        new_capability = not os.path.lexists(final.parent)
         final.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=self.root))
         try:
-            (staging / manifest.source_file).write_text(source, encoding="utf-8")
-            (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+            staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=self.root))
+        except OSError:
+            if new_capability:
+                _remove_empty(final.parent)
+            raise
+        try:
+            contents = {manifest.source_file: source, "manifest.json": manifest.model_dump_json(indent=2) + "\n"}
             if report_text is not None:
-                (staging / "report.json").write_text(report_text, encoding="utf-8")
-            for item in staging.iterdir():
-                with open(item, "rb") as handle:
+                contents["report.json"] = report_text
+            for name, text in contents.items():
+                with open(staging / name, "x", encoding="utf-8") as handle:
+                    handle.write(text)
+                    handle.flush()
                     os.fsync(handle.fileno())
-            if final.exists():
-                # Same version refreshed: swap directories; readers retry the short gap (see get()).
-                retired = Path(tempfile.mkdtemp(prefix=".retired-", dir=self.root))
-                os.rename(final, retired / "old")
-                os.rename(staging, final)
-                shutil.rmtree(retired, ignore_errors=True)
+            _fsync_dir(staging)
+            if os.path.lexists(final):
+                # Same version refreshed: swap atomically where the kernel can (the old folder lands at `staging`
+                # and is deleted below); readers holding the old folder notice and read again (see _read_once).
+                if not exchange(staging, final):
+                    retired = Path(tempfile.mkdtemp(prefix=".retired-", dir=self.root))
+                    os.rename(final, retired / "old")
+                    os.rename(staging, final)
+                    shutil.rmtree(retired, ignore_errors=True)
             else:
                 os.rename(staging, final)
+            _fsync_dir(final.parent)
+        except BaseException:
+            if new_capability:
+                _remove_empty(final.parent)  # a failed first write leaves no empty capability folder behind
+            raise
         finally:
-            if staging.exists():
+            if os.path.lexists(staging):
                 shutil.rmtree(staging, ignore_errors=True)
 
     def remove(self, capability: str, version: int | None = None) -> list[int]:
-        """Delete one version, or all versions of a capability. Returns the versions removed."""
+        """Delete one version, or a whole capability folder (broken entries included). Returns the versions removed."""
         with self.lock():
-            versions = self.versions(capability)
-            doomed = versions if version is None else [v for v in versions if v == version]
-            if not doomed:
+            self.sweep()
+            if capability not in {name for name, _, _ in self._root_items()}:
                 raise RegistryError(self._missing_message(capability, version))
-            for number in doomed:
-                trash = Path(tempfile.mkdtemp(prefix=".retired-", dir=self.root))
-                os.rename(self.root / capability / f"v{number}", trash / "old")
-                shutil.rmtree(trash, ignore_errors=True)
+            folder = self.root / capability
+            if version is None:
+                try:
+                    doomed = self.versions(capability)
+                except RegistryError:
+                    doomed = []  # unreadable: its versions cannot be listed, but the folder can still go
+                self._discard(folder)
+                return doomed
+            if version not in self.versions(capability):
+                raise RegistryError(self._missing_message(capability, version))
+            self._discard(folder / f"v{version}")
             if not self.versions(capability):
-                shutil.rmtree(self.root / capability, ignore_errors=True)
-            return doomed
+                self._discard(folder)
+            return [version]
 
-    # --- reading ------------------------------------------------------------------------------
+    def sweep(self) -> list[Path]:
+        """Delete staging and retired folders left by writers that died (call with the lock held)."""
+        swept = []
+        try:
+            names = os.listdir(self.root)
+        except OSError:
+            return swept
+        for name in names:
+            if name.startswith(SCRATCH_PREFIXES):
+                path = self.root / name
+                shutil.rmtree(path, ignore_errors=True)
+                if not os.path.lexists(path):
+                    swept.append(path)
+        return swept
+
+    def _discard(self, path: Path) -> None:
+        """Move a file or folder out of the registry in one rename, then delete it (a later sweep retries)."""
+        trash = Path(tempfile.mkdtemp(prefix=".retired-", dir=self.root))
+        os.rename(path, trash / "old")
+        shutil.rmtree(trash, ignore_errors=True)
+
+    # --- listing: names only, never opens a file ------------------------------------------------
+    def _root_items(self) -> list[tuple[str, Path, str | None]]:
+        return root_items(self.root)
+
+    def _version_items(self, capability: str) -> list[tuple[int, Path, str | None]]:
+        return version_items(self.root, capability)
+
     def capabilities(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".") and self.versions(p.name))
+        """Capability folders holding at least one version entry (broken ones included)."""
+        names = []
+        for name, _, problem in self._root_items():
+            try:
+                if problem is None and self._version_items(name):
+                    names.append(name)
+            except OSError:
+                names.append(name)
+        return names
 
     def versions(self, capability: str) -> list[int]:
-        folder = self.root / capability
-        if not folder.is_dir():
+        """Every version number present (broken entries included, so numbering never reuses one)."""
+        try:
+            return [number for number, _, _ in self._version_items(capability)]
+        except FileNotFoundError:
             return []
-        found = [int(m.group(1)) for p in folder.iterdir() if (m := _VERSION_DIR.match(p.name)) and (p / "manifest.json").exists()]
-        return sorted(found)
+        except OSError as exc:
+            if os.path.lexists(self.root) and not self.root.is_dir():
+                raise RegistryError(
+                    f"registry {self.root} is not a folder; pass --registry with the registry folder (or set ${ROOT_ENV_VAR})"
+                ) from None
+            raise self._broken(capability, None, files.explain(exc, "")) from None
 
-    def manifests(self) -> list[EnvManifest]:
-        """Every readable manifest (unverified: for listing). Unreadable ones are skipped."""
-        found = []
-        for capability in self.capabilities():
-            for version in self.versions(capability):
+    def version_ids(self) -> list[tuple[str, int]]:
+        """(capability, version) of every entry, from names alone: for Gymnasium registration; never raises."""
+        found: list[tuple[str, int]] = []
+        try:
+            items = self._root_items()
+        except RegistryError:
+            return found
+        for name, _, problem in items:
+            if problem is None and CAPABILITY.match(name):
                 try:
-                    found.append(self._read_manifest(capability, version))
-                except RegistryError:
+                    found.extend((name, number) for number, _, _ in self._version_items(name))
+                except OSError:
                     continue
         return found
 
+    # --- reading ------------------------------------------------------------------------------
+    def entries(self) -> list[Entry]:
+        """Every entry, each verified on its own: ``ok``, ``tampered`` or ``broken`` (with the fix)."""
+        found = []
+        for name, path, problem in self._root_items():
+            if problem is None and not CAPABILITY.match(name):
+                problem = "is not a capability folder (names are lower-case letters, digits and _)"
+            if problem is not None:
+                found.append(Entry(name, None, path, "broken", problem=self._broken(name, None, f"{path} {problem}").args[0]))
+                continue
+            try:
+                versions = self._version_items(name)
+            except OSError as exc:
+                found.append(Entry(name, None, path, "broken", problem=self._broken(name, None, files.explain(exc, "")).args[0]))
+                continue
+            for number, vpath, vproblem in versions:
+                if vproblem is not None:
+                    found.append(Entry(name, number, vpath, "broken", problem=self._broken(name, number, f"{vpath} {vproblem}").args[0]))
+                    continue
+                try:
+                    stored = self._read_version(name, number)
+                    found.append(Entry(name, number, vpath, "ok", manifest=stored.manifest))
+                except IntegrityError as exc:
+                    found.append(Entry(name, number, vpath, "tampered", manifest=exc.manifest, problem=str(exc)))
+                except RegistryError as exc:
+                    found.append(Entry(name, number, vpath, "broken", problem=str(exc)))
+        return found
+
+    def manifests(self) -> list[EnvManifest]:
+        """The manifests of every verified entry (broken and tampered ones are left out: see :meth:`entries`)."""
+        return [e.manifest for e in self.entries() if e.status == "ok" and e.manifest is not None]
+
     def get(self, capability: str, version: int | None = None) -> StoredEnv:
         """Read and verify one env version (the latest when ``version`` is None)."""
-        for attempt in range(3):
-            try:
-                return self._get_once(capability, version)
-            except FileNotFoundError:
-                time.sleep(0.05 * (attempt + 1))  # a concurrent refresh is swapping the directory
-        raise RegistryError(self._missing_message(capability, version))
-
-    def _get_once(self, capability: str, version: int | None) -> StoredEnv:
+        self._check_name(capability)
         versions = self.versions(capability)
         if version is None:
             if not versions:
@@ -204,31 +321,46 @@ class Registry:
             version = versions[-1]
         elif version not in versions:
             raise RegistryError(self._missing_message(capability, version))
-        folder = self.root / capability / f"v{version}"
-        manifest = self._read_manifest(capability, version)
-        source = (folder / manifest.source_file).read_text(encoding="utf-8")
-        report_path = folder / "report.json"
-        report_text = report_path.read_text(encoding="utf-8") if report_path.exists() else None
-        expected = content_hash(source, manifest, report_text)
-        if manifest.content_hash != expected or source_sha256(source) != manifest.source_sha256:
-            raise IntegrityError(
-                f"env trace/{capability}-v{version} at {folder} fails its content-hash check: its files were "
-                f"changed after registration. Rebuild it with `factory build --capability {capability}` "
-                f"or remove it with `factory envs remove {capability} --version {version}`."
-            )
-        report = json.loads(report_text) if report_text else None
-        return StoredEnv(manifest=manifest, path=folder, source=source, report=report)
+        return self._read_version(capability, version)
 
-    def _read_manifest(self, capability: str, version: int) -> EnvManifest:
-        path = self.root / capability / f"v{version}" / "manifest.json"
-        try:
-            return EnvManifest.model_validate_json(path.read_text(encoding="utf-8"))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(root)"
-            raise RegistryError(f"{path}: corrupt manifest ({where}: {first['msg']}); remove or rebuild this env") from None
+    def _read_version(self, capability: str, version: int) -> StoredEnv:
+        return self._reader.read(capability, version, lambda: self._missing_message(capability, version))
+
+    # --- messages -----------------------------------------------------------------------------
+    def _broken(self, capability: str, version: int | None, detail: str) -> BrokenEntryError:
+        return broken(self.root, capability, version, detail)
+
+    def _check_name(self, capability: str) -> None:
+        if not CAPABILITY.match(capability):
+            raise RegistryError(
+                f"{capability!r} is not a capability name (lower-case letters, digits and _, starting with a letter, 2-64 characters)"
+            )
 
     def _missing_message(self, capability: str, version: int | None) -> str:
-        known = ", ".join(self.capabilities()) or "none"
+        try:
+            known = ", ".join(self.capabilities()) or "none"
+        except RegistryError:
+            known = "unreadable"
         what = f"trace/{capability}-v{version}" if version is not None else f"capability {capability!r}"
         return f"no env {what} in registry {self.root} (registered: {known}); build it with `factory build --capability {capability}`"
+
+
+def _remove_empty(folder: Path) -> None:
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass  # not empty (a concurrent writer put something there) or already gone
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make renames in ``path`` durable; some file systems cannot fsync a folder, which is fine."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -7,9 +7,8 @@ provenance.
 
 from __future__ import annotations
 
-from factory.errors import FactoryError
-
 import ast
+import json
 import os
 import time
 from datetime import datetime, timezone
@@ -17,7 +16,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from env_registry.registry import Registry
+from env_registry.files import InputFileError, explain, read_text
+from env_registry.registry import Registry, RegistryError
+from factory.errors import FactoryError
 from factory.analyze.catalogue import builtin_capabilities
 from factory.blueprints import blueprint_names, blueprint_source
 from factory.llm import LLMClient
@@ -30,6 +31,8 @@ from schemas.targets import builtin_target_ids, load_target
 from schemas.validation import ValidationConfig, ValidationReport
 
 BUILD_ROOT_ENV_VAR = "TRACE_FACTORY_BUILDS"
+MAX_ENV_FILE_BYTES = 1 << 20
+"""An env module is a few hundred lines; a megabyte is not an env."""
 
 
 class BuildError(FactoryError, ValueError):
@@ -62,34 +65,66 @@ class BuildResult(BaseModel):
 
 def default_build_root() -> Path:
     configured = os.environ.get(BUILD_ROOT_ENV_VAR)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "trace-factory" / "builds"
+    if configured:
+        return Path(configured).expanduser()
+    try:
+        return Path.home() / ".cache" / "trace-factory" / "builds"
+    except (RuntimeError, KeyError):
+        raise BuildError(f"no home folder to keep build attempts in: set ${BUILD_ROOT_ENV_VAR} or pass --build-dir") from None
 
 
 def load_capability_report(path: Path) -> CapabilityReport:
-    """Read ``capabilities.json``; a bad file becomes a one-line :class:`BuildError`."""
+    """Read ``capabilities.json``; a bad file (missing, a folder, binary, another schema) is a one-line :class:`BuildError`."""
+    expected = "the capabilities.json written by `factory analyze`"
     try:
-        return CapabilityReport.model_validate_json(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BuildError(f"--report {path}: no such file; write one with `factory analyze`") from None
+        text = read_text(path, f"--report {path}", expected)
+    except InputFileError as exc:
+        raise BuildError(str(exc)) from None
+    supported = CapabilityReport.model_fields["schema_version"].default
+    try:
+        declared = json.loads(text).get("schema_version", supported)
+    except (ValueError, AttributeError, RecursionError):
+        declared = supported  # not a JSON object: the validation below says what is wrong
+    if declared != supported:
+        raise BuildError(
+            f"--report {path}: schema_version {declared!r} is not supported (allowed: {supported}); "
+            f"write it again with this version's `factory analyze`"
+        )
+    try:
+        return CapabilityReport.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(root)"
         raise BuildError(f"--report {path}: not a capabilities.json from `factory analyze` ({where}: {first['msg']})") from None
 
 
-def blueprint_target(source: str) -> str | None:
-    """The ``target = "..."`` class attribute of a blueprint, read from its syntax tree (no execution)."""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "target" for t in node.targets):
+def declared_attribute(source: str, name: str) -> str | None:
+    """A ``name = "..."`` string assignment in an env module (the class's ``target``, ``capability``), read from
+    its syntax tree without executing it; None when absent, computed, or the source does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                 return node.value.value
     return None
 
 
+def blueprint_target(source: str) -> str | None:
+    """The ``target = "..."`` class attribute of a blueprint, read from its syntax tree (no execution)."""
+    return declared_attribute(source, "target")
+
+
 def resolve_capability(name: str, description: str | None, report: CapabilityReport | None) -> Capability:
     """The capability to build: from the analysis report, the catalogue, or ``--description``, in that order."""
     if description:
-        return Capability(name=name, description=description)
+        try:
+            return Capability(name=name, description=description)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise BuildError(f"--capability {name!r}: {first['msg']} (lower-case letters, digits and _, 2-64 characters)") from None
     if report is not None:
         for finding in report.capabilities + report.candidates:
             if finding.name == name:
@@ -117,17 +152,8 @@ def resolve_target(capability: str, target: str | None, report: CapabilityReport
     raise BuildError(f"no target known for {capability!r}: pass --target, one of {', '.join(builtin_target_ids())}")
 
 
-def build_from_blueprint(
-    capability: str,
-    target: str | None = None,
-    registry_root: str | Path | None = None,
-    backend: str = "auto",
-    config: ValidationConfig | None = None,
-    limits: SandboxLimits | None = None,
-    progress: ProgressCallback | None = None,
-) -> BuildResult:
-    """Validate the shipped blueprint for ``capability`` in the sandbox and register it if it passes."""
-    started = time.perf_counter()
+def check_blueprint_request(capability: str, target: str | None) -> tuple[str, str]:
+    """The blueprint's source and declared target, or a :class:`BuildError` saying why it cannot be built (no gate run)."""
     if capability not in blueprint_names():
         raise BuildError(
             f"no built-in blueprint for {capability!r} and no LLM configured; pass --llm PROVIDER:MODEL "
@@ -141,9 +167,72 @@ def build_from_blueprint(
         raise BuildError(
             f"the {capability} blueprint targets {declared!r}, not {target!r}; drop --target or use --target {declared}"
         )
+    return source, declared
+
+
+def build_from_blueprint(
+    capability: str,
+    target: str | None = None,
+    registry_root: str | Path | None = None,
+    backend: str = "auto",
+    config: ValidationConfig | None = None,
+    limits: SandboxLimits | None = None,
+    progress: ProgressCallback | None = None,
+) -> BuildResult:
+    """Validate the shipped blueprint for ``capability`` in the sandbox and register it if it passes."""
+    started = time.perf_counter()
+    source, declared = check_blueprint_request(capability, target)
     report = validate_source(source, config=config, backend=backend, limits=limits, progress=progress)
     provenance = Provenance(generator="blueprint", blueprint=capability, attempts=1)
     return _register_if_passed(source, report, provenance, registry_root, capability, declared, started)
+
+
+def read_env_file(path: Path) -> str:
+    """The source of a user's env module, or a one-line :class:`BuildError` (missing, a folder, binary, huge)."""
+    try:
+        return read_text(path, f"--from-file {path}", "a Python env module (.py, UTF-8)", limit=MAX_ENV_FILE_BYTES)
+    except InputFileError as exc:
+        raise BuildError(str(exc)) from None
+
+
+def build_from_file(
+    path: Path,
+    capability: str | None = None,
+    target: str | None = None,
+    registry_root: str | Path | None = None,
+    backend: str = "auto",
+    config: ValidationConfig | None = None,
+    limits: SandboxLimits | None = None,
+    progress: ProgressCallback | None = None,
+) -> BuildResult:
+    """Validate a user's own env module in the sandbox and register it if it passes (provenance ``file``).
+
+    ``capability`` and ``target``, when given, must be what the module declares: they guard against
+    registering the wrong file, they do not rename it. Declarations written as plain strings are checked before
+    the gate runs; computed ones after it.
+    """
+    started = time.perf_counter()
+    source = read_env_file(path)
+    if target is not None and target not in builtin_target_ids():
+        raise BuildError(f"unknown target {target!r}; known targets: {', '.join(builtin_target_ids())}")
+    for option, wanted in (("capability", capability), ("target", target)):
+        declared = declared_attribute(source, option)
+        if wanted is not None and declared is not None and declared != wanted:
+            raise BuildError(
+                f"--from-file {path} declares {option} {declared!r}, not {wanted!r}; drop --{option} or fix the module"
+            )
+    report = validate_source(source, config=config, backend=backend, limits=limits, progress=progress)
+    info = report.env_info or {}
+    mismatch = next(
+        (f"the module declares {key} {info.get(key)!r}, not {wanted!r}" for key, wanted in (("capability", capability), ("target", target))
+         if wanted is not None and report.passed and info.get(key) != wanted),
+        None,
+    )
+    provenance = Provenance(generator="file", file=str(Path(path).expanduser().resolve()), attempts=1)
+    name = capability or info.get("capability") or declared_attribute(source, "capability") or Path(path).stem
+    if mismatch:
+        return _unregistered(name, target or info.get("target") or "", "file", report, registry_root, started, mismatch)
+    return _register_if_passed(source, report, provenance, registry_root, name, info.get("target") or target or "", started)
 
 
 def build_with_llm(
@@ -175,12 +264,7 @@ def build_with_llm(
     if result.passed and result.source is not None and result.report is not None:
         built = _register_if_passed(result.source, result.report, provenance, registry_root, capability.name, target, started)
     else:
-        built = BuildResult(
-            capability=capability.name, target=target, gym_id=None, version=None, new_version=False, generator="llm",
-            registered=False, validation="failed", sandbox=result.report.backend if result.report else backend,
-            sandbox_warning=result.report.backend_warning if result.report else None,
-            registry=str(Registry(registry_root).root), seconds=0.0, report=result.report, error=result.error,
-        )
+        built = _unregistered(capability.name, target, "llm", result.report, registry_root, started, result.error, backend)
     cost = None if usage.cost_usd is None or usage_before.cost_usd is None else round(usage.cost_usd - usage_before.cost_usd, 6)
     return built.model_copy(
         update={
@@ -208,22 +292,30 @@ def _register_if_passed(
     registry = Registry(registry_root)
     manifest = None
     created = False
+    error = None
     if report.passed and report.env_info:
         declared = report.env_info
-        manifest, created = registry.put(
-            source,
-            capability=declared["capability"],
-            target=declared["target"],
-            tools=declared["tools"],
-            max_steps=declared["max_steps"],
-            description=declared.get("description", ""),
-            provenance=provenance,
-            report=report.model_dump(mode="json"),
-            validation="passed",
-        )
-        from env_registry.registration import register_all
+        try:
+            manifest, created = registry.put(
+                source,
+                capability=declared["capability"],
+                target=declared["target"],
+                tools=declared["tools"],
+                max_steps=declared["max_steps"],
+                description=declared.get("description", ""),
+                provenance=provenance,
+                report=report.model_dump(mode="json"),
+                validation="passed",
+            )
+        except OSError as exc:
+            # The gate's verdict stands; only the write failed. Say so instead of losing the verdict.
+            error = f"the env passed the gate but could not be registered: {explain(exc)}"
+        except (RegistryError, ValidationError) as exc:
+            error = f"the env passed the gate but could not be registered: {exc}"
+        else:
+            from env_registry.registration import register_all
 
-        register_all(registry.root)
+            register_all(registry.root)
     return BuildResult(
         capability=capability,
         target=target,
@@ -236,6 +328,21 @@ def _register_if_passed(
         sandbox=report.backend,
         sandbox_warning=report.backend_warning,
         registry=str(registry.root),
+        error=error,
         seconds=round(time.perf_counter() - started, 3),
         report=report,
+    )
+
+
+def _unregistered(
+    capability: str, target: str, generator: str, report: ValidationReport | None, registry_root: str | Path | None,
+    started: float, error: str | None, backend: str = "auto",
+) -> BuildResult:
+    """The result of a build that registered nothing; ``validation`` is ``not run`` when no code reached the gate."""
+    return BuildResult(
+        capability=capability, target=target, gym_id=None, version=None, new_version=False, generator=generator,
+        registered=False, validation=report.status if report is not None else "not run",
+        sandbox=report.backend if report is not None else backend,
+        sandbox_warning=report.backend_warning if report is not None else None,
+        registry=str(Registry(registry_root).root), seconds=round(time.perf_counter() - started, 3), report=report, error=error,
     )

@@ -11,11 +11,12 @@ from schemas.tools import ToolSchema
 
 
 class Provenance(BaseModel):
-    generator: Literal["blueprint", "llm", "manual"] = "blueprint"
+    generator: Literal["blueprint", "llm", "file", "manual"] = "blueprint"
     model: str | None = None
     prompt_hash: str | None = None
     attempts: int = Field(default=1, ge=1)
     blueprint: str | None = Field(default=None, description="name of the built-in blueprint, when generator is 'blueprint'")
+    file: str | None = Field(default=None, description="absolute path of the user's module, when generator is 'file'")
 
 
 class EnvManifest(BaseModel):
@@ -27,7 +28,7 @@ class EnvManifest(BaseModel):
     description: str = ""
     max_steps: int = Field(ge=1)
     tools: list[ToolSchema]
-    source_file: str = "env.py"
+    source_file: str = Field(default="env.py", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.py$", description="a plain file name in the version folder")
     source_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     provenance: Provenance = Field(default_factory=Provenance)
     validation: Literal["unvalidated", "passed", "failed"] = "unvalidated"

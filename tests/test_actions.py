@@ -81,3 +81,32 @@ def test_huge_text_is_capped() -> None:
 def test_arguments_must_be_object() -> None:
     parsed = parse_action({"tool_calls": [{"function": {"name": "f", "arguments": json.dumps([1])}}]})
     assert parsed.calls[0].error == "arguments must be a JSON object, got list"
+
+
+@pytest.mark.parametrize(
+    "action",
+    ["[" * 5000, "[" * 5000 + "]" * 5000, '{"a":' * 3000, "<tool_call>" + "[" * 5000 + "</tool_call>",
+     {"tool_calls": [{"function": {"name": "f", "arguments": "[" * 5000}}]}],
+)
+def test_deeply_nested_json_never_raises(action: object) -> None:
+    parsed = parse_action(action)
+    for c in parsed.calls:
+        assert c.arguments is None and "nested more than 64 levels" in (c.error or "")
+
+
+def test_unencodable_python_objects_become_call_errors() -> None:
+    cyclic: dict = {}
+    cyclic["self"] = cyclic
+    parsed = parse_action({"tool_calls": [{"function": {"name": "f", "arguments": cyclic}}]})
+    assert parsed.calls[0].error == "arguments cannot be encoded as JSON (a cycle or extreme nesting)"
+    assert parse_action({"content": cyclic}).content.startswith("<unencodable dict")
+
+
+def test_a_call_the_host_refused_keeps_its_reason() -> None:
+    parsed = parse_action({"tool_calls": [{"name": "invalid", "error": "the action could not be encoded as JSON (ValueError)"}]})
+    assert parsed.calls[0].arguments is None and parsed.calls[0].error.startswith("the action could not be encoded")
+
+
+def test_nesting_inside_strings_does_not_count() -> None:
+    text = json.dumps({"name": "calculate", "arguments": {"expression": "[" * 500 + "{" * 500}})
+    assert parse_action(text).calls[0].arguments == {"expression": "[" * 500 + "{" * 500}

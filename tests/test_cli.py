@@ -57,7 +57,7 @@ def test_envs_list_show_remove(registry_root: Path) -> None:
         (["envs", "show", "nothing_here"], "no env capability 'nothing_here'"),
         (["build", "-c", "precondition_verification", "--sandbox", "vm"], "--sandbox 'vm' is not a backend"),
         (["build", "-c", "precondition_verification", "--set", "seeds"], "expected KEY=VALUE"),
-        (["build", "-c", "precondition_verification", "--set", "grpo_seeds=-1"], "--set grpo_seeds: Input should be greater"),
+        (["build", "-c", "precondition_verification", "--set", "grpo_seeds=-1"], "--set grpo_seeds=-1: Input should be greater"),
         (["validate", "missing_file.py"], "cannot read env file missing_file.py"),
     ],
 )

@@ -77,8 +77,17 @@ def test_tampered_env_is_refused_by_gym_make(tmp_path: Path, tiny_source: str) -
 
 
 def test_broken_registry_does_not_break_import(tmp_path: Path, tiny_source: str) -> None:
+    """Import registers from folder names only; making the broken env says what is wrong and how to fix it."""
     register_tiny(tmp_path, tiny_source)
     (tmp_path / "tiny_cancel" / "v0" / "manifest.json").write_text("garbage")
-    result = run_python("import gymnasium as gym, env_registry; print([k for k in gym.registry if k.startswith('trace/')])", tmp_path)
+    code = (
+        "import gymnasium as gym, env_registry\n"
+        "print([k for k in gym.registry if k.startswith('trace/')])\n"
+        "try:\n    gym.make('trace/tiny_cancel-v0')\nexcept env_registry.RegistryError as exc:\n    print(exc)"
+    )
+    result = run_python(code, tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    listed, problem = result.stdout.strip().splitlines()
+    assert listed == "['trace/tiny_cancel-v0']"
+    assert "trace/tiny_cancel-v0 is broken" in problem and "corrupt manifest" in problem
+    assert "factory envs remove tiny_cancel --version 0" in problem

@@ -110,3 +110,47 @@ def test_concurrent_writers_stay_consistent(tmp_path: Path, tiny_source: str) ->
     assert {s.strip().splitlines()[-1] for s in sources} == {f"# variant {i}" for i in range(4)}
     assert versions == list(range(len(versions)))
     assert not [p for p in root.iterdir() if p.name.startswith((".staging", ".retired"))]
+
+
+def test_leftovers_of_dead_writers_are_swept_by_the_next_write(tmp_path: Path, tiny_source: str) -> None:
+    registry = Registry(tmp_path)
+    put(registry, tiny_source)
+    for name in (".staging-dead1", ".retired-dead2"):
+        (tmp_path / name / "old").mkdir(parents=True)
+        (tmp_path / name / "old" / "env.py").write_text("half")
+    put(registry, tiny_source, report={"refreshed": True})
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith((".staging", ".retired"))]
+    assert registry.get("tiny_cancel").report == {"refreshed": True}
+
+
+def test_refresh_without_atomic_exchange_still_swaps_whole_versions(
+    tmp_path: Path, tiny_source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where renameat2(RENAME_EXCHANGE) is missing, two renames replace the folder; readers retry the gap."""
+    import env_registry.registry as registry_module
+
+    monkeypatch.setattr(registry_module, "exchange", lambda a, b: False)
+    registry = Registry(tmp_path)
+    put(registry, tiny_source, report={"n": 1})
+    put(registry, tiny_source, report={"n": 2})
+    assert registry.get("tiny_cancel").report == {"n": 2}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith((".staging", ".retired"))]
+
+
+def test_a_failed_first_write_leaves_no_empty_capability_folder(
+    tmp_path: Path, tiny_source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    real_rename = os.rename
+
+    def full(src, dst):  # noqa: ANN001
+        if Path(dst).name == "v0":
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", full)
+    with pytest.raises(OSError):
+        put(Registry(tmp_path), tiny_source)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]

@@ -16,6 +16,9 @@ from typing import Any
 
 MAX_ACTION_CHARS = 200_000
 """Longer actions are cut: the env stays responsive whatever a policy emits."""
+MAX_JSON_DEPTH = 64
+"""Deeper JSON is refused before it is decoded: no tool takes arguments nested anywhere near this, and the
+decoder would otherwise exhaust the stack (``'[' * 5000`` raises RecursionError)."""
 
 _HERMES_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FENCED_JSON = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -58,10 +61,56 @@ def parse_action(action: Any) -> ParsedAction:
     )
 
 
+class _Undecodable(ValueError):
+    """JSON that cannot be decoded; the message is fit to show the agent."""
+
+
+def _nesting(text: str) -> int:
+    """The deepest bracket nesting outside strings: cheap, and never recursive."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` that raises only :class:`_Undecodable`, with a message for the agent."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _nesting(text) > MAX_JSON_DEPTH:
+        raise _Undecodable(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _Undecodable(f"{exc.msg} at position {exc.pos}") from None
+    except (RecursionError, ValueError) as exc:
+        raise _Undecodable(str(exc) or type(exc).__name__) from None
+
+
+def _dumps(value: Any) -> str:
+    """``json.dumps`` for echoing a value back; what cannot be encoded (cycles, extreme depth) becomes its type."""
+    try:
+        return json.dumps(value, default=str)
+    except (RecursionError, ValueError, TypeError) as exc:
+        return f"<unencodable {type(value).__name__}: {type(exc).__name__}>"
+
+
 def _parse_message(message: dict[str, Any]) -> ParsedAction:
     content = message.get("content")
     if content is not None and not isinstance(content, str):
-        content = json.dumps(content, default=str) if not isinstance(content, list) else _join_parts(content)
+        content = _dumps(content) if not isinstance(content, list) else _join_parts(content)
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         raw_calls = [raw_calls]
@@ -92,8 +141,8 @@ def _parse_text(text: str) -> ParsedAction:
     candidate = fenced.group(1) if fenced else stripped
     if candidate[:1] in "{[":
         try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError:
+            value = _loads(candidate)
+        except _Undecodable:
             return ParsedAction(content=text)
         if isinstance(value, dict) and "tool_calls" in value:
             return _parse_message(value)
@@ -106,15 +155,15 @@ def _parse_text(text: str) -> ParsedAction:
 
 def _parse_call_text(block: str) -> ParsedCall:
     try:
-        value = json.loads(block)
-    except json.JSONDecodeError as exc:
-        name_match = re.search(r'"name"\s*:\s*"([^"]+)"', block)
+        value = _loads(block)
+    except _Undecodable as exc:
+        name_match = re.search(r'"name"\s*:\s*"([^"]{1,200})"', block[:2000])
         return ParsedCall(
             None,
             name_match.group(1) if name_match else "invalid",
             None,
             block[:2000],
-            f"tool call is not valid JSON ({exc.msg} at position {exc.pos}); "
+            f"tool call is not valid JSON ({exc}); "
             'write <tool_call>{"name": "...", "arguments": {...}}</tool_call>',
         )
     if not isinstance(value, dict):
@@ -126,20 +175,26 @@ def _parse_call_object(item: Any) -> ParsedCall:
     if not isinstance(item, dict):
         return ParsedCall(None, "invalid", None, repr(item)[:2000], "tool call must be an object with 'name' and 'arguments'")
     call_id = item.get("id") if isinstance(item.get("id"), str) else None
+    if isinstance(item.get("error"), str):  # a call the host already refused (e.g. an action it could not encode)
+        name = item.get("name") if isinstance(item.get("name"), str) and item.get("name") else "invalid"
+        return ParsedCall(call_id, name[:200], None, "", item["error"][:500])
     function = item.get("function") if isinstance(item.get("function"), dict) else item
     name = function.get("name")
     if not isinstance(name, str) or not name:
-        return ParsedCall(call_id, "invalid", None, json.dumps(item, default=str)[:2000], "tool call has no 'name'")
+        return ParsedCall(call_id, "invalid", None, _dumps(item)[:2000], "tool call has no 'name'")
     raw = function.get("arguments", function.get("parameters", {}))
     if raw is None:
         raw = {}
     if isinstance(raw, dict):
-        return ParsedCall(call_id, name, raw, json.dumps(raw, default=str))
+        encoded = _dumps(raw)
+        if encoded.startswith("<unencodable"):
+            return ParsedCall(call_id, name, None, encoded, "arguments cannot be encoded as JSON (a cycle or extreme nesting)")
+        return ParsedCall(call_id, name, raw, encoded)
     if isinstance(raw, str):
         try:
-            value = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
-            return ParsedCall(call_id, name, None, raw[:2000], f"arguments are not valid JSON ({exc.msg} at position {exc.pos})")
+            value = _loads(raw) if raw.strip() else {}
+        except _Undecodable as exc:
+            return ParsedCall(call_id, name, None, raw[:2000], f"arguments are not valid JSON ({exc})")
         if isinstance(value, dict):
             return ParsedCall(call_id, name, value, raw)
         return ParsedCall(call_id, name, None, raw[:2000], f"arguments must be a JSON object, got {type(value).__name__}")

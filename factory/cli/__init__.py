@@ -11,7 +11,7 @@ import sys
 import typer
 
 from factory.cli import analyze, build, envs, rollout, validate
-from factory.cli.common import errors, safe
+from factory.cli.common import errors, last_resort, safe, usage_message
 from sandbox.leftovers import reap_once
 
 app = typer.Typer(
@@ -57,8 +57,10 @@ def main() -> None:
             print(ctx.get_help())
             sys.exit(2)
         command = ctx.command_path if ctx is not None else "factory"
-        errors.print(f"[bold red]error:[/] {safe(exc.format_message())} (see `{command} --help`)", highlight=False, soft_wrap=True)  # type: ignore[attr-defined]
+        errors.print(f"[bold red]error:[/] {safe(usage_message(exc))} (see `{command} --help`)", highlight=False, soft_wrap=True)  # type: ignore[attr-defined]
         sys.exit(2)
+    except BaseException as exc:  # noqa: BLE001 - the last boundary: whatever escaped a command, one line
+        sys.exit(last_resort(exc))
     sys.exit(code if isinstance(code, int) else 0)
 
 

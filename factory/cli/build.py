@@ -1,24 +1,17 @@
-"""``factory build``: write (blueprint or LLM) and validate an env, then register it if it passes."""
+"""``factory build``: write (blueprint, LLM or the user's own file) and validate an env, then register it if it passes.
+
+Heavy modules (the gate, the registry, the LLM clients) are imported inside the command, so ``factory --help``
+stays fast and never reads the registry.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.table import Table
 
-from env_registry.registry import Registry, RegistryError
-from factory.build import (
-    BuildError,
-    BuildResult,
-    build_from_blueprint,
-    build_with_llm,
-    load_capability_report,
-    resolve_capability,
-    resolve_target,
-)
 from factory.cli.common import (
     JsonOption,
     RegistryOption,
@@ -32,24 +25,27 @@ from factory.cli.common import (
     print_sandbox,
     safe,
 )
-from factory.llm import LLMClient, LLMConfigError
-from factory.llm.reachability import unreachable
-from factory.validation.progress import GateProgress, report_table
-from sandbox import SandboxError
-from schemas.capability import CapabilityReport
-from schemas.validation import ValidationConfig
+from factory.cli.paths import PathProblem, preflight_folder
+from factory.cli.summary import key_value_table, summary_table
+
+if TYPE_CHECKING:
+    from factory.build import BuildResult
+    from factory.llm import LLMClient
+    from schemas.capability import CapabilityReport
+    from schemas.validation import ValidationConfig
 
 
 def build(
-    capability: Annotated[Optional[str], typer.Option("--capability", "-c", help="Capability to build an env for.")] = None,
+    capability: Annotated[Optional[str], typer.Option("--capability", "-c", help="Capability to build an env for (with --from-file: the capability the file must declare).")] = None,
+    from_file: Annotated[Optional[Path], typer.Option("--from-file", help="Your own env module (.py): validate it in the sandbox and register it if it passes.")] = None,
     description: Annotated[Optional[str], typer.Option("--description", help="Describe a new capability (needs --llm).")] = None,
     target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target profile id (default: the blueprint's or the report's).")] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="capabilities.json from `factory analyze`: descriptions and failure evidence.")] = None,
     build_all: Annotated[bool, typer.Option("--all", help="Build every capability selected in --report.")] = False,
     llm: Annotated[Optional[str], typer.Option("--llm", help="Generator model, e.g. openai:gpt-4.1, anthropic:claude-opus-4-5, vllm:Qwen/Qwen3-8B (env TRACE_LLM).")] = None,
     llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="OpenAI-compatible server URL (vLLM, SGLang, Ollama; env TRACE_LLM_BASE_URL).")] = None,
-    max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, max=50, help="Generate/validate/repair rounds before giving up.")] = 5,
-    llm_timeout: Annotated[float, typer.Option("--llm-timeout", min=1, help="Seconds to wait for one LLM reply (retried on timeout).")] = 300.0,
+    max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, max=50, help="Generate/validate/repair rounds before giving up (1-50).")] = 5,
+    llm_timeout: Annotated[float, typer.Option("--llm-timeout", min=1, max=3600, help="Seconds to wait for one LLM reply, 1-3600 (retried on timeout).")] = 300.0,
     build_dir: Annotated[Optional[Path], typer.Option("--build-dir", help="Where every attempt's prompt, reply, code and report go (default: ~/.cache/trace-factory/builds).")] = None,
     registry: RegistryOption = None,
     sandbox: SandboxOption = "auto",
@@ -58,7 +54,7 @@ def build(
 ) -> None:
     """Build an env for a capability, validate it in the sandbox, and register it if it passes.
 
-    With no LLM configured the built-in blueprint is used. With --llm the model writes the env, and the gate's failures go back to it for repair until one passes (at most --max-attempts rounds).
+    With no LLM configured the built-in blueprint is used. With --llm the model writes the env, and the gate's failures go back to it for repair until one passes (at most --max-attempts rounds). With --from-file your own module is validated and registered (provenance: file).
 
     Examples:
 
@@ -66,42 +62,58 @@ def build(
 
     factory build -c datetime_reasoning --sandbox bwrap --registry ./envs --json
 
+    factory build --from-file my_env.py --capability refund_rule_lookup
+
     factory build -c refund_rule_lookup --description "Looks up the refund rule before promising money" --target tau2-retail --llm openai:gpt-4.1
 
     factory build --all --report capabilities.json --llm anthropic:claude-opus-4-5
 
     factory build -c precondition_verification --llm vllm:Qwen/Qwen3-32B --llm-base-url http://127.0.0.1:8000/v1
     """
+    from env_registry.registry import Registry, RegistryError
+    from factory.build import BuildError, load_capability_report
+    from factory.llm import LLMConfigError
+    from sandbox import SandboxError
+
     check_backend(sandbox)
     config = gate_config(overrides)
+    if from_file is not None:
+        clash = [flag for flag, given in (("--all", build_all), ("--report", report), ("--llm", llm), ("--description", description)) if given]
+        if clash:
+            fail(f"--from-file registers your own module; it cannot be combined with {', '.join(clash)}")
     try:
         analysis = load_capability_report(report) if report is not None else None
-        if build_all:
+        if from_file is not None:
+            names = [capability or from_file.stem]  # the label until the gate reads what the module declares
+        elif build_all:
             if analysis is None:
                 fail("--all needs --report capabilities.json (from `factory analyze`)")
             names = [c.name for c in analysis.capabilities]  # type: ignore[union-attr]
             if not names:
                 fail(f"--report {report} selects no capabilities; nothing to build")
         elif capability is None:
-            fail("pass --capability NAME (or --all --report capabilities.json)")
+            fail("pass --capability NAME (or --from-file PATH, or --all --report capabilities.json)")
             return
         else:
             names = [capability]
-        client = _llm_client(llm, llm_base_url, llm_timeout)
+        client = None if from_file is not None else _llm_client(llm, llm_base_url, llm_timeout)
         if client is None and description:
             fail("--description defines a new capability, which needs an LLM to write its env: pass --llm PROVIDER:MODEL")
+        _preflight(Registry(registry).root, client, build_dir)
         results = []
         for name in names:
             try:
-                results.append(_build_one(name, description, target, analysis, client, max_attempts, build_dir, registry, sandbox, config, as_json))
-            except BuildError as exc:
+                results.append(_build_one(name, description, target, analysis, client, max_attempts, build_dir, registry,
+                                          sandbox, config, as_json, from_file, capability))
+            except (BuildError, OSError) as exc:
                 if not build_all:
                     raise
-                results.append(BuildResult(  # one capability that cannot be built must not stop the others
-                    capability=name, target=target or "", gym_id=None, version=None, new_version=False,
-                    generator="llm" if client else "blueprint", registered=False, validation="not run", sandbox=sandbox,
-                    registry=str(Registry(registry).root), error=str(exc), seconds=0.0, report=None,
-                ))
+                results.append(_failed(name, target, client, sandbox, registry, exc))  # one bad capability must not stop the others
+    except OSError as exc:
+        from env_registry.files import explain
+
+        fail(explain(exc), code=1)
+        return
     except (BuildError, RegistryError, SandboxError, LLMConfigError) as exc:
         fail(str(exc))
         return
@@ -112,11 +124,40 @@ def build(
         console.print(_build_summary(results))
         for result in results:
             if result.registered:
-                console.print(f'Use it: gym.make("{result.gym_id}") after `import env_registry`.')
+                console.print(f'Use it: gym.make("{safe(result.gym_id)}") after `import env_registry`.', soft_wrap=True)
             else:
-                console.print(f"[red]{result.capability}: not registered[/] - {result.error or 'the env failed validation'}"
-                              + (f"; every attempt is in {result.build_dir}" if result.build_dir else ""))
+                console.print(f"[red]{safe(result.capability)}: not registered[/] - {safe(result.error or 'the env failed validation')}"
+                              + (f"; every attempt is in {safe(result.build_dir)}" if result.build_dir else ""), soft_wrap=True)
     raise typer.Exit(0 if all(r.registered for r in results) else 1)
+
+
+def _preflight(registry_root: Path, client: "LLMClient | None", build_dir: Path | None) -> None:
+    """Every folder this build writes, checked before the first gate runs (the gate takes seconds to minutes)."""
+    from factory.build import default_build_root
+
+    where = [(registry_root, "registry", "pass --registry DIR or set $TRACE_FACTORY_REGISTRY")]
+    if client is not None:
+        where.append((build_dir or default_build_root(), "build folder", "pass --build-dir DIR or set $TRACE_FACTORY_BUILDS"))
+        cache = getattr(getattr(client, "cache", None), "directory", None)
+        if cache is not None:
+            where.append((Path(cache), "LLM response cache", "set $TRACE_FACTORY_CACHE to a writable folder"))
+    try:
+        for path, what, fix in where:
+            preflight_folder(path, what, fix)
+    except PathProblem as exc:
+        fail(str(exc))
+
+
+def _failed(name: str, target: str | None, client: "LLMClient | None", sandbox: str, registry: Path | None, exc: Exception) -> "BuildResult":
+    from env_registry.files import explain
+    from env_registry.registry import Registry
+    from factory.build import BuildResult
+
+    return BuildResult(
+        capability=name, target=target or "", gym_id=None, version=None, new_version=False,
+        generator="llm" if client else "blueprint", registered=False, validation="not run", sandbox=sandbox,
+        registry=str(Registry(registry).root), error=explain(exc) if isinstance(exc, OSError) else str(exc), seconds=0.0, report=None,
+    )
 
 
 def _llm_client(spec_text: str | None, base_url: str | None, timeout_s: float) -> "LLMClient | None":
@@ -124,6 +165,7 @@ def _llm_client(spec_text: str | None, base_url: str | None, timeout_s: float) -
     import os
 
     from factory.llm import make_client, parse_llm_spec
+    from factory.llm.reachability import unreachable
 
     if not (spec_text or os.environ.get("TRACE_LLM")):
         if base_url:
@@ -139,17 +181,37 @@ def _llm_client(spec_text: str | None, base_url: str | None, timeout_s: float) -
 
 def _build_one(
     name: str, description: str | None, target: str | None, analysis: "CapabilityReport | None", client: "LLMClient | None",
-    max_attempts: int, build_dir: Path | None, registry: Path | None, sandbox: str, config: ValidationConfig, as_json: bool,
-) -> BuildResult:
-    if client is None:
-        with GateProgress(errors, f"validating {name}", enabled=not as_json) as bar:
+    max_attempts: int, build_dir: Path | None, registry: Path | None, sandbox: str, config: "ValidationConfig", as_json: bool,
+    from_file: Path | None = None, expect_capability: str | None = None,
+) -> "BuildResult":
+    from factory.build import (
+        build_from_blueprint,
+        build_from_file,
+        build_with_llm,
+        check_blueprint_request,
+        read_env_file,
+        resolve_capability,
+        resolve_target,
+    )
+    from factory.validation.progress import GateProgress, report_table
+
+    # A live bar only where someone watches it: piped or captured output gets the result, not bar residue.
+    show_bar = not as_json and errors.is_terminal
+    if from_file is not None:
+        read_env_file(from_file)  # a bad path fails here, before the bar
+        with GateProgress(errors, f"validating {from_file.name}", enabled=show_bar) as bar:
+            result = build_from_file(from_file, expect_capability, target, registry, backend=sandbox, config=config,
+                                     progress=bar.callback)
+    elif client is None:
+        check_blueprint_request(name, target)
+        with GateProgress(errors, f"validating {name}", enabled=show_bar) as bar:
             result = build_from_blueprint(name, target, registry, backend=sandbox, config=config, progress=bar.callback)
         if not as_json:
-            errors.print(f"{name}: built-in blueprint (no LLM configured)", highlight=False)
+            errors.print(f"{safe(name)}: built-in blueprint (no LLM configured)", highlight=False)
     else:
         chosen = resolve_capability(name, description, analysis)
         chosen_target = resolve_target(name, target, analysis)
-        with GateProgress(errors, f"{name}", enabled=not as_json) as bar:
+        with GateProgress(errors, f"{name}", enabled=show_bar) as bar:
             def on_attempt(number: int, phase: str) -> None:
                 bar.progress.reset(bar.task)
                 bar.label = f"{name} attempt {number}/{max_attempts}: {phase}"
@@ -162,42 +224,43 @@ def _build_one(
     if not as_json:
         print_sandbox(result.sandbox, result.sandbox_warning)
         if result.report is not None:
-            console.print(report_table(result.report, f"validation of {name}" + (f" (attempt {result.attempts})" if result.generator == "llm" else "")))
+            with_code = [a.number for a in result.attempt_log if a.code_found]
+            which = f" (attempt {with_code[-1]})" if result.generator == "llm" and with_code else ""
+            subject = from_file.name if from_file is not None else name
+            console.print(report_table(result.report, f"validation of {safe(subject)}{which}"))
     return result
 
 
-def _build_summary(results: list[BuildResult]) -> Table:
-    """Key/value rows for one build; one row per capability for several."""
+def _describe_generator(r: "BuildResult") -> str:
+    if r.generator == "blueprint":
+        return "built-in blueprint (no LLM)"
+    if r.generator == "file":
+        return "your file"
+    return f"llm ({r.model})"
 
-    def cells(r: BuildResult) -> dict[str, str]:
+
+def _build_summary(results: list["BuildResult"]):  # noqa: ANN202 - a rich renderable
+    """Key/value rows for one build; a table with one row per capability for several, stacked when too narrow."""
+
+    def cells(r: "BuildResult") -> dict[str, str]:
         checks = "-"
         if r.report is not None:
             checks = f"{sum(c.passed for c in r.report.checks)}/{len(r.report.checks)} passed"
         return {
             "capability": r.capability,
             "target": r.target,
-            "generator": "built-in blueprint (no LLM)" if r.generator == "blueprint" else f"llm ({r.model})",
+            "generator": _describe_generator(r),
             "sandbox": r.sandbox,
             "attempts": str(r.attempts),
             "checks": checks,
             "time": f"{r.seconds:.1f} s",
             "tokens": f"{r.input_tokens:,} in / {r.output_tokens:,} out" if r.generator == "llm" else "-",
             "cost": "-" if r.generator != "llm" else ("unknown" if r.cost_usd is None else f"${r.cost_usd:.4f}"),
-            "gym id": f"[bold]{r.gym_id}[/]" if r.registered else "[red]not registered[/]",
+            "gym id": r.gym_id if r.registered and r.gym_id else "not registered",
         }
 
+    styles = {"gym id": lambda value: "bold" if value != "not registered" else "red"}
     if len(results) == 1:
-        table = Table(title="factory build", show_header=False, title_justify="left")
-        table.add_column(no_wrap=True)
-        table.add_column(overflow="fold")
-        for key, value in cells(results[0]).items():
-            table.add_row(key, value)
-        return table
-    table = Table(title="factory build", title_justify="left")
+        return key_value_table("factory build", cells(results[0]), styles)
     columns = ["capability", "generator", "attempts", "checks", "time", "cost", "gym id"]
-    for column in columns:
-        table.add_column(column, no_wrap=column in ("capability", "gym id"), overflow="fold")
-    for r in results:
-        row = cells(r)
-        table.add_row(*(row[c] for c in columns))
-    return table
+    return summary_table("factory build", columns, [cells(r) for r in results], console.width, styles, key="capability")

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from sandbox import BACKENDS
 from schemas.validation import ValidationConfig
@@ -31,10 +32,54 @@ def safe(text: object) -> str:
     return escape(_CONTROL.sub("", str(text)))
 
 
+def plain(text: object, style: str = "") -> Text:
+    """Text from outside as a Rich ``Text`` (never parsed as markup), control characters removed: for table cells."""
+    return Text(_CONTROL.sub("", str(text)), style=style)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
-    """One line on stderr, no traceback: bad input is the user's to fix, so say how."""
+    """One line on stderr, no traceback: bad input is the user's to fix, so say how. Exit 2 for bad input,
+    1 for a run that could not finish (a full disk, an unwritable path found late)."""
     errors.print(f"[bold red]error:[/] {safe(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+DEBUG_ENV_VAR = "TRACE_FACTORY_DEBUG"
+
+
+def usage_message(exc: Exception) -> str:
+    """Click's message for a bad flag, plus the option's allowed range when it has one (``--max-attempts 0``)."""
+    text = exc.format_message()  # type: ignore[attr-defined]
+    param = getattr(exc, "param", None)
+    low, high = getattr(param, "min", None), getattr(param, "max", None)
+    if low is not None or high is not None:
+        text += " (allowed: " + (f"{low} <= " if low is not None else "") + "value" + (f" <= {high}" if high is not None else "") + ")"
+    return text
+
+
+def last_resort(exc: BaseException) -> int:
+    """What ``main`` does with anything a command let escape: one line and an exit code, never a traceback
+    (unless $TRACE_FACTORY_DEBUG=1, for bug reports). OS errors name the path and the fix."""
+    import os
+
+    if isinstance(exc, SystemExit):
+        raise exc
+    if type(exc).__name__ == "Abort" or isinstance(exc, KeyboardInterrupt):
+        errors.print("interrupted", highlight=False)
+        return 130
+    if os.environ.get(DEBUG_ENV_VAR) == "1":
+        raise exc
+    if isinstance(exc, OSError):
+        from env_registry.files import explain
+
+        errors.print(f"[bold red]error:[/] {safe(explain(exc))}", highlight=False, soft_wrap=True)
+        return 1
+    errors.print(
+        f"[bold red]error:[/] internal error: {safe(type(exc).__name__)}: {safe(str(exc).splitlines()[0] if str(exc) else '')} "
+        f"(a bug: rerun with {DEBUG_ENV_VAR}=1 for the traceback and report it)",
+        highlight=False, soft_wrap=True,
+    )
+    return 1
 
 
 RegistryOption = Annotated[
@@ -58,6 +103,24 @@ SetOption = Annotated[
 ]
 
 
+def allowed_range(model: type[BaseModel], field: str) -> str | None:
+    """A field's bounds in words (``0 <= value <= 1``), read from its pydantic constraints; None when unbounded."""
+    info = model.model_fields[field]
+    low = high = None
+    for item in info.metadata:
+        for attribute, side, symbol in (("ge", "low", "<="), ("gt", "low", "<"), ("le", "high", "<="), ("lt", "high", "<")):
+            bound = getattr(item, attribute, None)
+            if bound is not None:
+                if side == "low":
+                    low = f"{bound} {symbol} "
+                else:
+                    high = f" {symbol} {bound}"
+    if low is None and high is None:
+        return None
+    kind = getattr(info.annotation, "__name__", "value")
+    return f"{low or ''}{kind if kind in ('int', 'float') else 'value'}{high or ''}"
+
+
 def gate_config(overrides: list[str] | None) -> ValidationConfig:
     values: dict[str, str] = {}
     for item in overrides or []:
@@ -70,7 +133,9 @@ def gate_config(overrides: list[str] | None) -> ValidationConfig:
         return ValidationConfig.model_validate(values)
     except ValidationError as exc:
         first = exc.errors()[0]
-        fail(f"--set {first['loc'][0]}: {first['msg']}")
+        key = str(first["loc"][0]) if first["loc"] else "?"
+        bounds = allowed_range(ValidationConfig, key) if key in ValidationConfig.model_fields else None
+        fail(f"--set {key}={values.get(key, '')}: {first['msg']}" + (f" (allowed: {bounds})" if bounds else ""))
         raise
 
 

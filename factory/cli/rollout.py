@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from pydantic import ValidationError
@@ -13,19 +13,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from env_registry.targets.errors import TargetError
 from factory.cli.common import JsonOption, console, errors, fail, safe
 from factory.errors import FactoryError
 from factory.llm import LLMConfigError
-from factory.rollout.engine import Rollout, RolloutConfig
-from factory.rollout.summary import RolloutSummary
+
+if TYPE_CHECKING:  # the engine imports env_registry, which must not load for `factory --help`
+    from factory.rollout.summary import RolloutSummary
 
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def render_summary(summary: RolloutSummary, out: Console) -> None:
+def render_summary(summary: "RolloutSummary", out: Console) -> None:
     """A two-column table that fits 80 columns, then one line per note."""
     table = Table(title=safe(f"{summary.policy} on {summary.target}"), show_header=False)
     table.add_column("metric", style="bold")
@@ -107,6 +107,9 @@ def rollout(
 
     factory rollout --target mcp --server "my-mcp-server --stdio" --tasks tasks.json --policy vllm:Qwen/Qwen3-8B --json
     """
+    from env_registry.targets.errors import TargetError
+    from factory.rollout.engine import Rollout, RolloutConfig
+
     try:
         config = RolloutConfig(
             target=target, out=out, policy=policy, tasks_file=str(tasks) if tasks else None, task_ids=_task_ids(task_ids),

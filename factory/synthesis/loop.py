@@ -123,8 +123,24 @@ def synthesize(
         conversation = [conversation[0], {"role": "assistant", "content": response.text}, {"role": "user", "content": feedback}]
 
     if error is None:
-        error = f"no env passed the validation gate in {len(attempts)} attempt(s)"
+        error = _failure_summary(attempts)
     return _result(capability, profile, llm, False, attempts, first_prompt, build_dir, None, report, error, started)
+
+
+def _failure_summary(attempts: list[AttemptRecord]) -> str:
+    """Why no attempt passed, in one line: no code at all is the model's failure to answer, not a failed gate."""
+    with_code = [a for a in attempts if a.code_found]
+    if not with_code:
+        last = attempts[-1].problem if attempts else None
+        return f"none of the {len(attempts)} replies held env code" + (f" (last: {last})" if last else "")
+    last = with_code[-1]
+    why = ", ".join(last.failed_checks) or last.problem or "see its report"
+    skipped = len(attempts) - len(with_code)
+    return (
+        f"no env passed the validation gate in {len(attempts)} attempt(s)"
+        + (f" ({skipped} of them without code)" if skipped else "")
+        + f"; attempt {last.number} failed: {why}"
+    )
 
 
 def _identity_problem(report: ValidationReport, capability: str, target: str) -> str | None:

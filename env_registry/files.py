@@ -1,0 +1,141 @@
+"""Reading files this host did not write just now (registry entries, user input) without trusting them.
+
+A registry entry or an input path can be anything by the time it is read: a folder, a FIFO that blocks a
+plain ``open``, a symlink loop, an unreadable or huge file. :func:`read_regular` opens without blocking and
+without following a final symlink, refuses anything but a regular file, and caps the size; every failure is
+an :class:`OSError` whose errno :func:`explain` turns into one line with what to do about it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""No file the factory reads for itself is anywhere near this; bigger means it is not what it claims."""
+
+
+class NotRegularFile(OSError):
+    """The path is a folder, FIFO, socket, device or symlink where a regular file belongs."""
+
+
+class FileTooLarge(OSError):
+    """The file exceeds the size cap of what it is supposed to be."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_regular(path: str | Path, *, dir_fd: int | None = None, limit: int = MAX_FILE_BYTES, follow: bool = False) -> bytes:
+    """The bytes of a regular file. ``dir_fd`` reads ``path`` relative to an open folder (one snapshot of it).
+
+    Never blocks (FIFOs are opened non-blocking, then refused) and, unless ``follow``, never follows a final
+    symlink (a link, dangling or looping, is refused as such).
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise NotRegularFile(errno.ELOOP, "is a symbolic link", str(path)) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(errno.EINVAL, f"is {_kind(info.st_mode)}, not a file", str(path))
+        if info.st_size > limit:
+            raise FileTooLarge(errno.EFBIG, f"is {info.st_size:,} bytes, over the {limit:,}-byte limit", str(path))
+        os.set_blocking(fd, True)
+        chunks, total = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            total += len(chunk)
+            if total > limit:
+                raise FileTooLarge(errno.EFBIG, f"grew past the {limit:,}-byte limit while being read", str(path))
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def decode_utf8(data: bytes, path: str | Path) -> str:
+    """Strict UTF-8; a bad byte becomes a ``ValueError`` that says where it is."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+class InputFileError(ValueError):
+    """A file the user named is not what it should be; the message is one line that says so."""
+
+
+def read_text(path: str | Path, what: str, expected: str, limit: int = MAX_FILE_BYTES) -> str:
+    """The UTF-8 text of a file the user named, or :class:`InputFileError`: ``{what}: {problem}; pass {expected}``."""
+    try:
+        data = read_regular(Path(path).expanduser(), limit=limit, follow=True)
+    except OSError as exc:
+        raise InputFileError(f"{what}: {reason(exc)}; pass {expected}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{data[exc.start]:02x} at offset {exc.start}"
+        raise InputFileError(f"{what}: not UTF-8 text ({where}); pass {expected}") from None
+
+
+_REASONS = {
+    errno.ENOENT: "no such file or folder",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "is on a read-only file system",
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EISDIR: "is a folder, not a file",
+    errno.ELOOP: "is a symbolic link loop",
+    errno.ENAMETOOLONG: "the name is too long",
+    errno.EIO: "input/output error from the device",
+    errno.ENOTEMPTY: "the folder is not empty",
+    errno.EEXIST: "already exists",
+    errno.EMFILE: "too many open files in this process",
+    errno.ENFILE: "too many open files on this system",
+}
+
+_FIXES = {
+    errno.ENOENT: "check the path",
+    errno.EACCES: "fix its permissions or choose another path",
+    errno.EPERM: "fix its permissions or choose another path",
+    errno.EROFS: "choose a path on a writable file system",
+    errno.ENOSPC: "free some space or choose another path",
+    errno.EDQUOT: "free some space or choose another path",
+    errno.ENOTDIR: "remove or rename the file that stands where a folder belongs, or choose another path",
+    errno.EISDIR: "pass a file, not a folder",
+    errno.ELOOP: "remove the looping link",
+    errno.EMFILE: "raise the open-file limit (ulimit -n)",
+    errno.ENFILE: "close other programs or raise the system's open-file limit",
+}
+
+
+def reason(exc: OSError) -> str:
+    """What went wrong, in words (no errno numbers, no Python class names)."""
+    if isinstance(exc, (NotRegularFile, FileTooLarge)) and exc.strerror:
+        return exc.strerror
+    return _REASONS.get(exc.errno or 0) or (exc.strerror or type(exc).__name__).lower()
+
+
+def explain(exc: OSError, fix: str | None = None) -> str:
+    """One line: the path, what is wrong with it, and what to do (``fix`` overrides the generic advice; "" drops it)."""
+    advice = fix if fix is not None else _FIXES.get(exc.errno or 0)
+    if fix is None and advice is None and isinstance(exc, NotRegularFile):
+        advice = "replace it with the file that belongs there"
+    text = reason(exc)
+    if exc.filename is not None:
+        where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 is not None else str(exc.filename)
+        text = f"{where}: {text}"
+    return f"{text}; {advice}" if advice else text

@@ -1,0 +1,93 @@
+"""Paths a command reads or writes: checked before long work starts, and every failure as one line.
+
+A build that runs the 9-second gate and then finds its registry read-only has wasted the user's time and,
+worse, lost the verdict. So commands call :func:`preflight_folder` / :func:`preflight_file` on everything they
+will write before they start, and write results with :func:`write_atomic` (a failed write never leaves half a
+file). User files are read with :func:`env_registry.files.read_text`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+MIN_FREE_BYTES = 1 << 20
+"""Less free space than this on a path a command writes to fails the preflight: nothing it writes fits."""
+
+
+class PathProblem(ValueError):
+    """A path cannot be used as asked; the message is the one line the user sees."""
+
+
+def _nearest_existing(path: Path) -> Path:
+    current = path
+    while not os.path.lexists(current) and current != current.parent:
+        current = current.parent
+    return current
+
+
+def _probe_writable(path: Path, folder: Path, what: str, fix: str) -> None:
+    """Create and delete a file in ``folder`` (``path`` or its nearest existing parent): the one test that sees
+    permissions, read-only mounts and quotas alike; then check the free space."""
+    from env_registry import files  # here, not at import: importing env_registry lists the registry
+
+    where = f"{what} {path}" if folder == path else f"{what} {path} ({folder} is the nearest existing folder)"
+    try:
+        fd, name = tempfile.mkstemp(prefix=".trace-factory-probe-", dir=folder)
+    except OSError as exc:
+        raise PathProblem(f"cannot write {where}: {files.reason(exc)}; {fix}") from None
+    os.close(fd)
+    os.unlink(name)
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if free < MIN_FREE_BYTES:
+        raise PathProblem(f"cannot write {where}: only {free:,} bytes free on its device; free some space or {fix}")
+
+
+def preflight_folder(path: Path, what: str, fix: str) -> None:
+    """Fail now if ``path`` (a folder this command will create or write into) cannot be written.
+
+    Nothing is created: a missing folder is checked by writing a probe into its nearest existing parent.
+    ``what`` names the folder ("registry"), ``fix`` says how to choose another ("pass --registry DIR").
+    """
+    path = Path(path).expanduser()
+    existing = _nearest_existing(path)
+    if not existing.is_dir():
+        kind = "a file" if existing.is_file() else "not a folder"
+        where = "it" if existing == path else f"{existing} on its way"
+        raise PathProblem(f"cannot use {what} {path}: {where} is {kind}; {fix}")
+    _probe_writable(path, existing, what, fix)
+
+
+def preflight_file(path: Path, what: str, fix: str) -> None:
+    """Fail now if the file ``path`` cannot be (re)written: a folder in its place, or an unwritable parent."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise PathProblem(f"cannot write {what} {path}: it is a folder; pass a file name")
+    if os.path.lexists(path) and not path.is_file():
+        raise PathProblem(f"cannot write {what} {path}: it is not a regular file; {fix}")
+    preflight_folder(path.parent, f"the folder of {what}", fix)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed into place; OSError names ``path``."""
+    path = Path(path).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        if exc.filename is None or exc.filename == temporary:
+            exc.filename = str(path)
+        raise
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
