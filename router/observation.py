@@ -31,19 +31,22 @@ def as_messages(observation: Observation) -> list[Message]:
 
 
 def first_observation(observation: Observation, include_system: bool = False) -> list[Message]:
-    """The messages an agent sees before it first acts: everything before the first assistant message.
+    """The messages an agent sees before it first acts on the user's request: everything up to the first
+    assistant message that follows a user message (τ²-bench opens with the agent's greeting, which is kept).
 
     System prompts are dropped unless asked for: on a target they hold the domain policy, the same for
     every task, so they carry no routing signal.
     """
     messages = as_messages(observation)
     head: list[Message] = []
+    heard_user = False
     for message in messages:
-        if message.role == "assistant":
+        if message.role == "assistant" and heard_user:
             break
+        heard_user = heard_user or message.role == "user"
         head.append(message)
     kept = [m for m in head if include_system or m.role != "system"]
-    if not any((m.content or "").strip() for m in kept):
+    if not any(m.role == "user" and (m.content or "").strip() for m in kept):
         raise RouterError(
             "the task has no first observation to route on (no user message before the agent's first turn)"
         )
