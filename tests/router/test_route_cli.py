@@ -44,6 +44,14 @@ def analysis(tmp_path_factory) -> tuple[Path, Path]:
     return out, root / "traj.jsonl"
 
 
+@pytest.fixture(scope="module")
+def saved_menu(menu, tmp_path_factory) -> Path:
+    """The session's menu on disk: commands given --menu need no registry and no sandbox."""
+    from router.menu import save_menu
+
+    return save_menu(menu, tmp_path_factory.mktemp("menu") / "menu.json")
+
+
 def independent_expectations(labels: Path, trajectories: Path) -> dict[str, set[str]]:
     """Failed trajectory -> menu capabilities labeled LACKING, read straight from the files."""
     failed = {json.loads(line)["id"] for line in trajectories.read_text().splitlines() if not json.loads(line)["success"]}
@@ -55,6 +63,7 @@ def independent_expectations(labels: Path, trajectories: Path) -> dict[str, set[
     return lacking
 
 
+@pytest.mark.slow
 def test_eval_measures_accuracy_against_analyze_labels(analysis, adapter_dirs, gated_registry, tmp_path) -> None:
     out_dir, trajectories = analysis
     adapters = adapter_dirs[next(iter(adapter_dirs))].parent
@@ -77,16 +86,18 @@ def test_eval_measures_accuracy_against_analyze_labels(analysis, adapter_dirs, g
     assert RoutingEvalReport.model_validate_json((tmp_path / "eval" / "routing_eval.json").read_text()) == report
 
 
-def test_eval_table_reads_at_80_columns(analysis, adapter_dirs, gated_registry, tmp_path) -> None:
+@pytest.mark.slow
+def test_eval_table_reads_at_80_columns(analysis, adapter_dirs, saved_menu, tmp_path) -> None:
     out_dir, trajectories = analysis
     adapters = adapter_dirs[next(iter(adapter_dirs))].parent
-    result = invoke("--eval", out_dir, "--trajectories", trajectories, "--adapters", adapters, "--registry", gated_registry,
+    result = invoke("--eval", out_dir, "--trajectories", trajectories, "--adapters", adapters, "--menu", saved_menu,
                     "--out", tmp_path / "eval", "--debias", env={"COLUMNS": "80"})  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "routing accuracy:" in result.stdout and "confusion" in result.stdout and "per option" in result.stdout
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
 
 
+@pytest.mark.slow
 def test_route_tasks_json_and_a_saved_menu(analysis, adapter_dirs, gated_registry, tmp_path) -> None:
     _, trajectories = analysis
     adapters = adapter_dirs[next(iter(adapter_dirs))].parent
@@ -121,9 +132,9 @@ def test_bad_input_is_one_line(args: list[str], message: str) -> None:
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_a_multi_token_label_is_named_on_the_command_line(adapter_dirs, gated_registry) -> None:
+def test_a_multi_token_label_is_named_on_the_command_line(adapter_dirs, saved_menu) -> None:
     adapters = adapter_dirs[next(iter(adapter_dirs))].parent
-    result = invoke("--text", "x", "--adapters", adapters, "--registry", gated_registry, "--alphabet", "A,B,C,Dee")
+    result = invoke("--text", "x", "--adapters", adapters, "--menu", saved_menu, "--alphabet", "A,B,C,Dee")
     assert result.exit_code == 2 and "routing label 'Dee' is 2 tokens" in result.output
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
