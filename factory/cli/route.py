@@ -115,9 +115,15 @@ def _run(args: dict[str, Any]) -> None:
         routing = bar.add_task("routing", total=None)
         tick = lambda done, total: bar.update(routing, completed=done, total=total)  # noqa: E731
         if labeled is not None:
-            _evaluate(args, session, labeled, tick)
-            return
-        decisions = session.router.route_many(work or [], progress=tick)
+            from router.evaluate import evaluate_routing
+
+            labels_path, runs, trajectories = labeled
+            report = evaluate_routing(session.router, trajectories, runs, str(labels_path), args["unlabeled"], progress=tick)
+        else:
+            decisions = session.router.route_many(work or [], progress=tick)
+    if labeled is not None:  # printed after the live progress display is gone
+        _write_eval(args, report)
+        return
     _write_decisions(args["decisions_file"], decisions)
     if args["as_json"]:
         typer.echo(json.dumps([d.model_dump(mode="json") for d in decisions], indent=2))
@@ -194,12 +200,9 @@ def _load_labeled(args: dict[str, Any]) -> tuple[Path, list[Any], list[Any]]:
     return labels_path, runs, trajectories
 
 
-def _evaluate(args: dict[str, Any], session: Any, labeled: tuple[Path, list[Any], list[Any]], tick: Any) -> None:
+def _write_eval(args: dict[str, Any], report: Any) -> None:
     from router.charts import confusion_png
-    from router.evaluate import evaluate_routing
 
-    labels_path, runs, trajectories = labeled
-    report = evaluate_routing(session.router, trajectories, runs, str(labels_path), args["unlabeled"], progress=tick)
     out: Path = args["out"]
     out.mkdir(parents=True, exist_ok=True)
     (out / "routing_eval.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -209,8 +212,8 @@ def _evaluate(args: dict[str, Any], session: Any, labeled: tuple[Path, list[Any]
         args["decisions_file"].write_text("".join(i.model_dump_json() + "\n" for i in report.items), encoding="utf-8")
     if args["as_json"]:
         typer.echo(report.model_dump_json(indent=2))
-        return
-    _print_eval(report, out / "routing_eval.json", png)
+    else:
+        _print_eval(report, out / "routing_eval.json", png)
 
 
 def _recorded_sources(labels_path: Path) -> list[str]:
