@@ -4,8 +4,8 @@
 
 Menu: the built-in blueprints (real τ² and ToolSandbox envs), admitted by a light validation gate into a
 temporary registry, their reference episodes played in the sandbox. Tasks: first user messages of real
-τ² airline tasks. Models: ``tiny`` (the test model, ~0.2M parameters) and ``small`` (the same tokenizer
-with a 8-layer, 512-wide Qwen3, ~27M parameters), both random and built offline by ``trainer.tiny_model``.
+τ² airline tasks. Models: ``tiny`` (the test model, 2 layers, 64 wide) and ``small`` (the same tokenizer
+with a 4-layer, 256-wide Qwen3), both random and built offline by ``trainer.tiny_model``.
 
 Figures per model:
 - decision: first task (the menu's key/value cache is built), then the median over the other tasks, with
@@ -34,7 +34,7 @@ TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 def small_spec():  # type: ignore[no-untyped-def]
     from trainer.tiny_model import TinySpec
 
-    return TinySpec(hidden_size=512, intermediate_size=1536, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=4)
+    return TinySpec(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2)
 
 
 def build_menu_for_bench(root: Path):  # type: ignore[no-untyped-def]
@@ -82,13 +82,14 @@ def decision_times(model, tokenizer, menu, texts: list[str]) -> dict[str, float]
     from router.schema import RouterConfig
 
     figures: dict[str, float] = {}
-    for label, config in (
-        ("fixed", RouterConfig()),
-        ("debiased", RouterConfig(debias="cyclic")),
-        ("fixed, no cache", RouterConfig(prefix_cache=False)),
+    for label, config, count in (
+        ("fixed", RouterConfig(), len(texts)),
+        ("debiased", RouterConfig(debias="cyclic"), len(texts)),
+        ("fixed, no cache", RouterConfig(prefix_cache=False), 3),
     ):
         router = Router(model, tokenizer, menu, config)
-        seconds = [router.route(text).seconds for text in texts]
+        seconds = [router.route(text).seconds for text in texts[:count]]
+        print(f"  {label}: {len(seconds)} tasks routed", file=sys.stderr)
         figures[f"{label}: first ms"] = seconds[0] * 1000.0
         figures[f"{label}: median ms"] = median_ms(seconds[1:])
     figures["prompt tokens"] = float(Router(model, tokenizer, menu).route(texts[0]).prompt_tokens)
@@ -154,6 +155,7 @@ def main() -> int:
             tokenizer = AutoTokenizer.from_pretrained(path)
             model = AutoModelForCausalLM.from_pretrained(path).eval()
             figures = {"parameters (M)": sum(p.numel() for p in model.parameters()) / 1e6}
+            print(f"{name}: {figures['parameters (M)']:.2f}M parameters", file=sys.stderr)
             figures |= decision_times(model, tokenizer, menu, texts)
             figures |= switch_times(model, make_adapters(path, Path(tmp) / f"adapters-{name}"), args.switches)
             results[name] = figures
