@@ -82,6 +82,7 @@ def decision_times(model, tokenizer, menu, texts: list[str]) -> dict[str, float]
     from router.schema import RouterConfig
 
     figures: dict[str, float] = {}
+    Router(model, tokenizer, menu, RouterConfig(prefix_cache=False)).route(texts[-1])  # warm-up: first-call costs
     for label, config, count in (
         ("fixed", RouterConfig(), len(texts)),
         ("debiased", RouterConfig(debias="cyclic"), len(texts)),
