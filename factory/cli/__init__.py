@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from factory.cli import analyze, build, envs, rollout, validate
+from factory.cli import analyze, build, envs, rollout, route, validate
 from factory.cli.common import errors, last_resort, safe, usage_message
 from sandbox.leftovers import reap_once
 
@@ -21,11 +21,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+# In pipeline order, which is the order `factory --help` lists them in.
+app.command("rollout")(rollout.rollout)
 app.command("analyze")(analyze.analyze_command)
 app.command("build")(build.build)
 app.command("validate")(validate.validate)
-app.command("rollout")(rollout.rollout)
 app.add_typer(envs.app, name="envs")
+app.command("route")(route.route)
 
 
 def _usage_error_types() -> tuple[type[Exception], ...]:
