@@ -8,11 +8,12 @@ reward breakdown, no gold. So no rule can leak the outcome into a label, whateve
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from factory.analyze.calls import AgentCall, agent_calls
-from factory.analyze.conversation import Utterance, utterances
+from factory.analyze.conversation import Utterance, refusals, utterances
 from factory.analyze.tasks import TaskSpec, trajectory_domain
 from factory.analyze.toolinfo import ToolCatalog, catalog_for
 from factory.analyze.world import World, policy_now
@@ -84,6 +85,17 @@ class Evidence:
 
     def add(self, capability: str, label: CapabilityLabel, reason: str) -> None:
         self.findings.append(Finding(capability, label, reason))
+
+    def refusals(self) -> Iterator[tuple[Utterance, World, str, str]]:
+        """(message, world the agent had seen, action refused, sentence) for every refusal the agent made."""
+        for utterance in self.said:
+            if utterance.role != "assistant":
+                continue
+            found = refusals(utterance.text)
+            if found:
+                world = self.world_before(utterance.index)
+                for action, sentence in found:
+                    yield utterance, world, action, sentence
 
 
 def _now(trajectory: Trajectory) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from trace_env.kits import tau2_airline as kit
 
 from factory.analyze.calls import AgentCall
-from factory.analyze.conversation import FLOWN_WORDS, TWENTY_FOUR, ids_in, reason_category, refusals
+from factory.analyze.conversation import FLOWN_WORDS, TWENTY_FOUR, ids_in, reason_category
 from factory.analyze.evidence import LACKING, PRESENT, Evidence
 from factory.analyze.world import World, hours_between
 
@@ -271,31 +271,24 @@ def _refused_cabin(ev: Evidence, sentence: str, res: dict[str, Any], world: Worl
 
 def judge_refusals(ev: Evidence) -> None:
     judged: set[tuple[str, str]] = set()
-    for utterance in ev.said:
-        if utterance.role != "assistant":
-            continue
-        found = refusals(utterance.text)
-        if not found:
-            continue
-        world = ev.world_before(utterance.index)
-        for action, sentence in found:
-            for res in _targets(sentence, utterance.text, world):
-                rid = res["reservation_id"]
-                if (action, rid) in judged:
-                    continue
-                judged.add((action, rid))
-                later = [c for c in ev.later_writes(utterance.index) if (c.arguments or {}).get("reservation_id") == rid]
-                if action == "cancel" and not any(c.name == "cancel_reservation" for c in later):
-                    _refused_cancel(ev, utterance.index, sentence, res, world)
-                elif action == "change_cabin" and not any(c.name == "update_reservation_flights" for c in later):
-                    _refused_cabin(ev, sentence, res, world)
-                elif action == "change_flights" and re.search(r"basic economy", sentence, re.I) and not later:
-                    if res.get("cabin") == "basic_economy":
-                        ev.add(POLICY, PRESENT, f"declined to change the flights of basic economy reservation {rid}")
-                    else:
-                        ev.add(DATA, LACKING, f"called {rid} basic economy, but its cabin is {res.get('cabin')}")
-                elif action == "add_bags" and not re.search(r"remov|fewer|reduce", sentence, re.I) and not _OTHER_REASON.search(sentence) and not later:
-                    ev.add(POLICY, LACKING, f"refused to add checked bags to {rid}, which the policy always allows")
+    for utterance, world, action, sentence in ev.refusals():
+        for res in _targets(sentence, utterance.text, world):
+            rid = res["reservation_id"]
+            if (action, rid) in judged:
+                continue
+            judged.add((action, rid))
+            later = [c for c in ev.later_writes(utterance.index) if (c.arguments or {}).get("reservation_id") == rid]
+            if action == "cancel" and not any(c.name == "cancel_reservation" for c in later):
+                _refused_cancel(ev, utterance.index, sentence, res, world)
+            elif action == "change_cabin" and not any(c.name == "update_reservation_flights" for c in later):
+                _refused_cabin(ev, sentence, res, world)
+            elif action == "change_flights" and re.search(r"basic economy", sentence, re.I) and not later:
+                if res.get("cabin") == "basic_economy":
+                    ev.add(POLICY, PRESENT, f"declined to change the flights of basic economy reservation {rid}")
+                else:
+                    ev.add(DATA, LACKING, f"called {rid} basic economy, but its cabin is {res.get('cabin')}")
+            elif action == "add_bags" and not re.search(r"remov|fewer|reduce", sentence, re.I) and not _OTHER_REASON.search(sentence) and not later:
+                ev.add(POLICY, LACKING, f"refused to add checked bags to {rid}, which the policy always allows")
 
 
 def judge_escalation(ev: Evidence) -> None:

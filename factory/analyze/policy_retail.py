@@ -15,7 +15,7 @@ from typing import Any
 from trace_env.kits import tau2_retail as kit
 
 from factory.analyze.calls import AgentCall
-from factory.analyze.conversation import ORDER_ID, refusals
+from factory.analyze.conversation import ORDER_ID
 from factory.analyze.evidence import LACKING, PRESENT, Evidence
 from factory.analyze.world import World
 
@@ -113,32 +113,24 @@ def _write(ev: Evidence, call: AgentCall, world: World, earlier: list[AgentCall]
 
 def judge_refusals(ev: Evidence) -> None:
     judged: set[tuple[str, str]] = set()
-    for utterance in ev.said:
-        if utterance.role != "assistant":
+    for utterance, world, kind, sentence in ev.refusals():
+        action = _REFUSAL_ACTION.get(kind)
+        if action is None:
             continue
-        found = refusals(utterance.text)
-        if not found:
-            continue
-        world = ev.world_before(utterance.index)
-        for kind, sentence in found:
-            action = _REFUSAL_ACTION.get(kind)
-            if action is None:
+        ids = [o for o in (_order_id(m) for m in ORDER_ID.findall(sentence)) if o in world.orders]
+        if not ids and len(world.orders) == 1:
+            ids = list(world.orders)
+        for oid in ids:
+            if (action, oid) in judged or _OTHER_REASON.search(sentence):
                 continue
-            ids = [o for o in (_order_id(m) for m in ORDER_ID.findall(sentence)) if o in world.orders]
-            if not ids and len(world.orders) == 1:
-                ids = list(world.orders)
-            for oid in ids:
-                if (action, oid) in judged or _OTHER_REASON.search(sentence):
-                    continue
-                judged.add((action, oid))
-                later = [c for c in ev.later_writes(utterance.index) if _order_id((c.arguments or {}).get("order_id")) == oid]
-                if later:
-                    continue
-                status = world.orders[oid].get("status")
-                if action in kit.allowed_actions(world.orders[oid]):
-                    ev.add(POLICY, LACKING, f"refused to {action.replace('_', ' ')} {oid} although its status {status!r} allows it")
-                else:
-                    ev.add(POLICY, PRESENT, f"declined to {action.replace('_', ' ')} {oid} in status {status!r}")
+            judged.add((action, oid))
+            if [c for c in ev.later_writes(utterance.index) if _order_id((c.arguments or {}).get("order_id")) == oid]:
+                continue
+            status = world.orders[oid].get("status")
+            if action in kit.allowed_actions(world.orders[oid]):
+                ev.add(POLICY, LACKING, f"refused to {action.replace('_', ' ')} {oid} although its status {status!r} allows it")
+            else:
+                ev.add(POLICY, PRESENT, f"declined to {action.replace('_', ' ')} {oid} in status {status!r}")
 
 
 def judge(ev: Evidence) -> None:
