@@ -8,12 +8,14 @@ episode's own record (termination reason, messages, the task it used), never at 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Literal
 
 from pydantic import BaseModel
 
 from factory.analyze.calls import agent_calls
+from factory.analyze.conversation import dates_in
 from factory.analyze.revisions import TaskCheck
 from factory.analyze.tasks import TaskSpec
 from schemas.trajectory import Trajectory
@@ -34,6 +36,12 @@ _ASK = re.compile(
 _NEGATION = re.compile(r"\b(no|not|never|cannot|rather not|instead)\b|n['’]t\b", re.IGNORECASE)
 _ASK_TRANSFER = re.compile(r"\b(yes|please|go ahead|proceed)\b[^.!?]{0,30}\btransfer", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_WRITE_NAMES = {
+    "book_reservation", "cancel_reservation", "send_certificate", "update_reservation_baggages", "update_reservation_flights",
+    "update_reservation_passengers", "cancel_pending_order", "exchange_delivered_order_items", "modify_pending_order_address",
+    "modify_pending_order_items", "modify_pending_order_payment", "modify_user_address", "return_delivered_order_items",
+}  # fmt: skip
+_BIRTH = re.compile(r"\b(born|birth|dob|date of birth)\b", re.IGNORECASE)
 _IDS = re.compile(r"(?<![\w#])(#W\d{7}|[a-z]+_[a-z]+_\d{3,5}|(?=[A-Z0-9]{6}\b)(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6})\b")
 
 
@@ -82,10 +90,12 @@ def user_ended_while_asking(trajectory: Trajectory) -> str | None:
 
 
 def user_invented_id(trajectory: Trajectory, task: TaskSpec | None) -> str | None:
-    """The simulated user gave an id that its instructions do not contain and nobody had said before."""
+    """The simulated user gave an id or a date of birth that its instructions do not contain and nobody had
+    said before: it made it up, and the episode no longer tests the agent on the task."""
     if task is None or not task.instructions:
         return None
     told = task.text() + " " + " ".join(str(v) for v in task.instructions.values())
+    told_dates = dates_in(told)
     said = ""
     for message in trajectory.messages:
         text = message.content or ""
@@ -94,12 +104,42 @@ def user_invented_id(trajectory: Trajectory, task: TaskSpec | None) -> str | Non
                 token = match.group(1)
                 if token not in told and token not in said:
                     return f"the simulated user gave {token!r}, which its instructions do not contain"
+            for match in _BIRTH.finditer(text):
+                for date in dates_in(text[match.start() : match.end() + 40]) - told_dates - dates_in(said):
+                    return f"the simulated user gave a date of birth, {date}, which its instructions do not contain"
         said += " " + text + " " + " ".join(c.function.arguments for c in message.tool_calls or [])
     return None
 
 
-def attribute(trajectory: Trajectory, task: TaskSpec | None, check: TaskCheck | None) -> Attribution:
-    """Why a failed episode failed, as far as the record shows; ``agent`` unless a rule says otherwise."""
+def _canonical(value: object) -> object:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    return str(value).strip()
+
+
+def matches_corrected_task(trajectory: Trajectory, reference: TaskSpec) -> bool:
+    """Whether the run made exactly the corrected task's changes (and said its required facts), so that the
+    old gold alone explains its failure. Used for attribution only, never for a label."""
+    made = sorted(json.dumps([c.name, _canonical(c.arguments)], sort_keys=True) for c in agent_calls(trajectory) if c.succeeded and c.name in _WRITE_NAMES)
+    wanted = sorted(json.dumps([a.name, _canonical(a.arguments)], sort_keys=True) for a in reference.gold_actions or [] if a.name in _WRITE_NAMES)
+    if made != wanted:
+        return False
+    said = " ".join(m.content or "" for m in trajectory.messages if m.role == "assistant").replace(",", "")
+    return all(str(v).replace(",", "") in said for v in reference.communicate_info)
+
+
+def attribute(trajectory: Trajectory, task: TaskSpec | None, check: TaskCheck | None, reference: TaskSpec | None = None) -> Attribution:
+    """Why a failed episode failed, as far as the record shows; ``agent`` unless a rule says otherwise.
+
+    A task revised since the run is not the agent's fault when the run does what the corrected task asks, or
+    when no corrected task is at hand to tell (the conservative default); a run that misses the corrected task
+    too is still the agent's failure."""
     meta = trajectory.metadata
     reason = str(meta.get("termination_reason") or "")
     infra = meta.get("infrastructure_error")
@@ -108,7 +148,13 @@ def attribute(trajectory: Trajectory, task: TaskSpec | None, check: TaskCheck | 
     if reason == "user_error":
         return Attribution(attributable=False, cause="user_simulator", detail="the user simulator errored (termination_reason user_error)")
     if check is not None and check.status == "revised":
-        return Attribution(attributable=False, cause="task_revised", detail=check.detail)
+        if reference is None or reference.gold_actions is None:
+            return Attribution(attributable=False, cause="task_revised", detail=check.detail)
+        if matches_corrected_task(trajectory, reference):
+            return Attribution(attributable=False, cause="task_revised", detail=f"{check.detail}; the run does what the corrected task asks")
+        revised_note = f"{check.detail}, but the run misses the corrected task too"
+    else:
+        revised_note = ""
     ended = user_ended_while_asking(trajectory)
     if ended:
         return Attribution(attributable=False, cause="user_simulator", detail=ended)
@@ -117,4 +163,4 @@ def attribute(trajectory: Trajectory, task: TaskSpec | None, check: TaskCheck | 
         return Attribution(attributable=False, cause="user_simulator", detail=invented)
     if reason == "max_steps" and not _agent_errors(trajectory):
         return Attribution(attributable=False, cause="max_steps", detail="max_steps reached with no failed or repeated agent call")
-    return Attribution(attributable=True, cause="agent")
+    return Attribution(attributable=True, cause="agent", detail=revised_note)

@@ -12,16 +12,21 @@ from dataclasses import dataclass
 from schemas.trajectory import Trajectory
 
 SENTENCE = re.compile(r"(?<=[.!?:;\n])\s+|\n+")
-_REFUSE = re.compile(
-    r"\b(unable to|not able to|cannot|can ?not|can['’]t|won['’]t be able|is not (eligible|possible|permitted|allowed)|isn['’]t "
-    r"(eligible|possible|permitted|allowed)|not eligible|ineligible|not possible|not permitted|not allowed|does not (qualify|meet)|"
-    r"doesn['’]t (qualify|meet)|do not (qualify|meet)|don['’]t (qualify|meet)|no longer be|must decline|have to decline)\b",
+_REFUSE_AHEAD = re.compile(
+    r"\b(unable to|not able to|cannot|can ?not|can['’]t|won['’]t be able to|am not allowed to|must decline to|have to decline|no longer be)\b",
     re.IGNORECASE,
 )
+"""Negations that govern what follows them: "cannot [be] upgrade[d]"."""
+_REFUSE_AROUND = re.compile(
+    r"\b(is not|isn['’]t|are not|aren['’]t|not) (eligible|possible|permitted|allowed)\b|\bineligible\b|\b(does|do)(n['’]t| not) (qualify|meet)\b",
+    re.IGNORECASE,
+)
+"""Verdicts that may follow what they judge: "upgrading it is not allowed"."""
+_REFUSE = re.compile(_REFUSE_AHEAD.pattern + "|" + _REFUSE_AROUND.pattern, re.IGNORECASE)
 ACTIONS: dict[str, re.Pattern[str]] = {
     "cancel": re.compile(r"\bcancel(l?ed|l?ing|lation|s)?\b", re.IGNORECASE),
+    "change_cabin": re.compile(r"\b(upgrad|downgrad)\w*|\b(chang|modif|switch|mov)\w*\b[^.]{0,25}\b(cabin|class|to (basic )?economy|to business)\b", re.IGNORECASE),
     "change_flights": re.compile(r"\b(change|modify|modif\w+|rebook|move|switch)\b[^.]{0,40}\b(flight|date|itinerary|trip|reservation|return|departure)", re.IGNORECASE),
-    "change_cabin": re.compile(r"\b(upgrad|downgrad)\w*|\b(change|modify)\b[^.]{0,25}\b(cabin|class)\b", re.IGNORECASE),
     "add_bags": re.compile(r"\b(add|extra|additional)\b[^.]{0,25}\b(bag|baggage|luggage)", re.IGNORECASE),
     "compensation": re.compile(r"\b(compensat\w*|certificate|voucher|gesture)\b", re.IGNORECASE),
     "return": re.compile(r"\breturn(ed|ing|s)?\b", re.IGNORECASE),
@@ -60,9 +65,10 @@ of records the agent has read)."""
 ORDER_ID = re.compile(r"#?W\d{7}\b")
 _MONTHS = {m: i for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august", "september",
                                        "october", "november", "december"), start=1)}  # fmt: skip
+_MONTH = "(" + "|".join(_MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?"
 _DATE_WORDS = re.compile(
-    r"\b(\d{4})-(\d{2})-(\d{2})\b|\b(" + "|".join(_MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b"
-    r"|\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(" + "|".join(_MONTHS) + r")\b",
+    r"\b(\d{4})-(\d{2})-(\d{2})\b|\b" + _MONTH + r"\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?\b"
+    r"|\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"(?:,?\s+(\d{4}))?\b",
     re.IGNORECASE,
 )
 RELATIVE_DATE = re.compile(r"\b(tomorrow|today|tonight|next (day|week|morning)|day after|following day|same day|later|earlier|earliest|latest|"
@@ -90,15 +96,16 @@ def sentences(text: str) -> list[str]:
 
 
 def refusals(text: str) -> list[tuple[str, str]]:
-    """(action, sentence) for each sentence that refuses an action (``cancel``, ``change_flights``, ...)."""
+    """(action, sentence) for each sentence that refuses an action (``cancel``, ``change_flights``, ...): the
+    action must follow a negation such as "cannot" closely, or sit near a verdict such as "is not allowed"."""
     out: list[tuple[str, str]] = []
     if not _REFUSE.search(text):
         return out
     for sentence in sentences(text):
-        if not _REFUSE.search(sentence):
-            continue
+        spans = [(m.end(), m.end() + 60) for m in _REFUSE_AHEAD.finditer(sentence)]
+        spans += [(max(0, m.start() - 80), m.end() + 60) for m in _REFUSE_AROUND.finditer(sentence)]
         for action, pattern in ACTIONS.items():
-            if pattern.search(sentence):
+            if any(pattern.search(sentence[a:b]) for a, b in spans):
                 out.append((action, sentence))
                 break
     return out
@@ -109,7 +116,7 @@ def reason_category(text: str) -> str | None:
     for name, pattern in REASONS.items():
         if pattern.search(text):
             return name
-    if re.search(r"\bother\b", text, re.IGNORECASE):
+    if re.search(r"\bother reasons?\b|\breason\W+(is\W+)?['\"“]?other\b|\bfor another reason\b", text, re.IGNORECASE):
         return "other"
     return None
 
@@ -134,17 +141,17 @@ def ids_in(text: str) -> set[str]:
 
 
 def dates_in(text: str, year: int = 2024) -> set[str]:
-    """Explicit calendar dates in a text, as ``YYYY-MM-DD`` (month names default to ``year``)."""
+    """Explicit calendar dates in a text, as ``YYYY-MM-DD`` (a month and day without a year take ``year``)."""
     out = set()
     for match in _DATE_WORDS.finditer(text):
-        y, m, d, month_a, day_a, day_b, month_b = match.groups()
+        iso_y, iso_m, iso_d, month_a, day_a, year_a, day_b, month_b, year_b = match.groups()
         try:
-            if y:
-                out.add(dt.date(int(y), int(m), int(d)).isoformat())
+            if iso_y:
+                out.add(dt.date(int(iso_y), int(iso_m), int(iso_d)).isoformat())
             else:
                 name = (month_a or month_b).lower().rstrip(".")
                 month = next(v for k, v in _MONTHS.items() if k.startswith(name[:3]))
-                out.add(dt.date(year, month, int(day_a or day_b)).isoformat())
+                out.add(dt.date(int(year_a or year_b or year), month, int(day_a or day_b)).isoformat())
         except ValueError:
             continue
     return out

@@ -60,6 +60,20 @@ def _source_texts(ev: Evidence) -> list[str]:
     return [(m.content or "").lower().translate(_PUNCTUATION) if m.role in ("user", "tool") else "" for m in ev.trajectory.messages]
 
 
+def _id_values(arguments: object, key: str = "") -> list[tuple[str, str]]:
+    """(key, value) for every id-like argument, nested ones included (payment ids inside payment lists)."""
+    out: list[tuple[str, str]] = []
+    if isinstance(arguments, dict):
+        for k, v in arguments.items():
+            out += _id_values(v, k)
+    elif isinstance(arguments, list):
+        for v in arguments:
+            out += _id_values(v, key)
+    elif isinstance(arguments, str) and arguments.strip() and _VALUE_KEYS.search(key):
+        out.append((key, arguments))
+    return out
+
+
 def rule_tool_calling_precision(ev: Evidence) -> None:
     """LACKING when a call has malformed JSON arguments, names a tool the run did not offer (each format's own
     tools: τ-bench's ``think`` is a tool there), breaks the tool's schema (missing field, wrong type, value
@@ -80,21 +94,16 @@ def rule_tool_calling_precision(ev: Evidence) -> None:
         if problems:
             ev.add("tool_calling_precision", LACKING, f"{call.name}: {problems[0]}")
             continue
-        for key, value in call.arguments.items():
-            if not _VALUE_KEYS.search(key):
-                continue
-            for item in value if isinstance(value, list) else [value]:
-                if not isinstance(item, str) or not item.strip():
-                    continue
-                shape = ID_SHAPES.get(key)
-                other = next((k for k, p in ID_SHAPES.items() if k != key and p.match(item)), None)
-                if shape is not None and not shape.match(item) and other is not None:
-                    ev.add("tool_calling_precision", LACKING, f"{call.name}: passed {item!r}, a {other.replace('_', ' ')}, as {key}")
-                    break
-                texts = texts if texts is not None else _source_texts(ev)
-                if not _mentioned(item, texts, call.message_index):
-                    ev.add("tool_calling_precision", LACKING, f"{call.name}: {key} {item!r} appears nowhere the agent could have read it")
-                    break
+        for key, item in _id_values(call.arguments):
+            shape = ID_SHAPES.get(key)
+            other = next((k for k, p in ID_SHAPES.items() if k != key and p.match(item)), None)
+            if shape is not None and not shape.match(item) and other is not None:
+                ev.add("tool_calling_precision", LACKING, f"{call.name}: passed {item!r}, a {other.replace('_', ' ')}, as {key}")
+                break
+            texts = texts if texts is not None else _source_texts(ev)
+            if not _mentioned(item, texts, call.message_index):
+                ev.add("tool_calling_precision", LACKING, f"{call.name}: {key} {item!r} appears nowhere the agent could have read it")
+                break
     ev.add("tool_calling_precision", PRESENT, f"{len(ev.calls)} call(s) well-formed")
 
 

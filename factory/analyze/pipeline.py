@@ -96,7 +96,9 @@ def analyze(
     if not trajectories:
         raise AnalyzeInputError("no trajectories in the input")
     resolution = resolve(trajectories, tasks)
-    attributions = {t.id: attribute(t, resolution.tasks.get(t.id), resolution.checks.get(t.id)) for t in trajectories}
+    attributions = {
+        t.id: attribute(t, resolution.tasks.get(t.id), resolution.checks.get(t.id), resolution.references.get(t.id)) for t in trajectories
+    }
     counted = {t.id: t.success or config.include_unattributable or attributions[t.id].attributable for t in trajectories}
     notes = list(resolution.notes)
     attribution_notes, causes = _attribution_notes(attributions, trajectories, config.include_unattributable)

@@ -25,7 +25,11 @@ PRE, POLICY, DATA, DATE, ESCALATE = (
 _COMPLAINT_DELAY = re.compile(r"\bdelay", re.IGNORECASE)
 _COMPLAINT_CANCEL = re.compile(r"\b(flight|airline)\b[^.]{0,40}\bcancel+ed\b|\bcancel+ed (flight|by)\b", re.IGNORECASE)
 _ASKED_COMPENSATION = re.compile(r"\b(compensat\w*|certificate|voucher|refund|credit|reimburs\w*|make (it|this|up)|gesture)\b", re.IGNORECASE)
-_OTHER_REASON = re.compile(r"\b(seat|availab|sold out|no (direct |nonstop )?flights?|origin|destination|trip type|balance|payment)\b", re.IGNORECASE)
+_FLIGHT = re.compile(r"^HAT\d{3}$")
+_CABIN_REASON = re.compile(r"\b(basic economy|business (class|cabin|fare|ticket|reservation)|(is|in|an?) (economy|business))\b", re.IGNORECASE)
+_OTHER_REASON = re.compile(r"\b(seat|availab|sold out|no (direct |nonstop )?flights?|origin|destination|trip type|balance|payment|"
+                           r"one passenger|only (one|some)|just (one|me|myself|the)|each passenger|all passengers|same cabin|separate|individual|outbound|"
+                           r"return flight|segment|one flight)", re.IGNORECASE)
 
 
 def _segments(res: dict[str, Any]) -> str:
@@ -178,6 +182,14 @@ def _book(ev: Evidence, call: AgentCall, world: World) -> None:
         ev.add(POLICY, LACKING, f"booking payment breaks the policy: {', '.join(kit.payment_problems(payments, user))}")
     elif user is not None:
         ev.add(POLICY, PRESENT, "booking within the policy")
+    legs = [world.flights.get(n or "") for n, _ in flights]
+    if legs and all(leg and leg.get("origin") and leg.get("destination") for leg in legs):
+        start, end = args.get("origin"), args.get("origin") if args.get("flight_type") == "round_trip" else args.get("destination")
+        route = [legs[0]["origin"]] + [leg["destination"] for leg in legs]
+        if route[0] != start or route[-1] != end or args.get("destination") not in route:
+            chosen = ", ".join(f"{leg['origin']}→{leg['destination']}" for leg in legs)
+            ev.add(DATA, LACKING, f"booked {chosen} for a {args.get('flight_type', '').replace('_', ' ')} {args.get('origin')}→{args.get('destination')}: "
+                                  "the flights chosen from the search do not make that trip")  # fmt: skip
     total, nonfree, cabin = args.get("total_baggages"), args.get("nonfree_baggages"), args.get("cabin")
     if user is not None and isinstance(total, int) and isinstance(nonfree, int) and cabin in kit.FREE_BAGS.get(user.get("membership"), {}):
         expected = max(0, total - kit.free_bags(user["membership"], cabin, len(passengers)))
@@ -230,9 +242,16 @@ WRITES = {
 
 
 def _targets(sentence: str, text: str, world: World) -> list[dict[str, Any]]:
-    ids = [i for i in ids_in(sentence) if i in world.reservations] or [i for i in ids_in(text) if i in world.reservations]
-    if not ids and len(world.reservations) == 1:
-        ids = list(world.reservations)
+    """The reservations a refusal is about: those it names; else the only one its message names; else the only
+    one the agent has read. Anything vaguer ("these reservations") is not judged."""
+    ids = [i for i in ids_in(sentence) if i in world.reservations]
+    if not ids:
+        known = {r for u in world.users.values() for r in u.get("reservations") or []} | set(world.reservations)
+        named = [i for i in ids_in(text) if (i in known or any(c.isdigit() for c in i)) and i not in world.flights and not _FLIGHT.match(i)]
+        if len(named) == 1 and named[0] in world.reservations:
+            ids = named
+        elif not named and len(world.reservations) == 1:
+            ids = list(world.reservations)
     return [world.reservations[i] for i in ids]
 
 
@@ -259,14 +278,24 @@ def _refused_cancel(ev: Evidence, index: int, sentence: str, res: dict[str, Any]
         ev.add(POLICY, LACKING, f"refused to cancel {rid} although the policy allows it ({', '.join(grounds)})")
 
 
+def _cited_cabin(sentence: str) -> str | None:
+    """The cabin a refusal gives as its reason (the most specific one named)."""
+    match = _CABIN_REASON.search(sentence)
+    if not match:
+        return None
+    text = match.group(0).lower()
+    return "basic_economy" if "basic" in text else "business" if "business" in text else "economy"
+
+
 def _refused_cabin(ev: Evidence, sentence: str, res: dict[str, Any], world: World) -> None:
-    """Only a refusal that cites the cabin's class is judged: other reasons (one passenger only, seats,
+    """Only a refusal that cites the reservation's cabin is judged: other reasons (one passenger only, seats,
     budget) may be right and are not what the records decide."""
     rid = res["reservation_id"]
     if kit.cabin_change_problems(res, world.flights):
         ev.add(POLICY, PRESENT, f"declined a cabin change on {rid}, which had flown")
-    elif re.search(r"basic economy", sentence, re.I) and not _OTHER_REASON.search(sentence):
-        ev.add(POLICY, LACKING, f"refused a cabin change on {rid} for being basic economy; the policy allows cabin changes, basic economy included, before any flight")
+    elif _cited_cabin(sentence) == res.get("cabin") and not _OTHER_REASON.search(sentence):
+        ev.add(POLICY, LACKING, f"refused a cabin change on {rid} because of its cabin ({res.get('cabin')}); the policy allows cabin changes, "
+                                "basic economy included, until a flight has flown")  # fmt: skip
 
 
 def judge_refusals(ev: Evidence) -> None:

@@ -168,6 +168,7 @@ class Resolution:
 
     tasks: dict[str, TaskSpec | None] = field(default_factory=dict)
     checks: dict[str, TaskCheck] = field(default_factory=dict)
+    references: dict[str, TaskSpec] = field(default_factory=dict)  # the corrected task, when --tasks gave it
     notes: list[str] = field(default_factory=list)
 
 
@@ -194,11 +195,14 @@ def resolve(trajectories: list[Trajectory], index: TaskIndex | None = None) -> R
                     unmatched[f"{domain or '?'} τ-bench task {t.task_id}"] = why
                 else:
                     check = compare(run, reference, f"τ² task {reference.id} in --tasks", actions_only=True)
+                    out.references[t.id] = reference
             elif run is not None:
                 check = TaskCheck(status="unchecked")
         elif run is not None:
             reference = index.lookup(domain, t.task_id) if index else None
             check = compare(run, reference, "--tasks") if reference is not None else known_revision(run)
+            if reference is not None:
+                out.references[t.id] = reference
         elif index is not None:
             reference = index.lookup(domain, t.task_id)
             if reference is not None:

@@ -85,3 +85,25 @@ def test_statistics_leave_unattributable_failures_out_unless_included(tmp_path: 
     assert (policy.n_failure_labeled, policy.coverage) == (1, 1.0)
     included = analyze(trajectories, AnalyzeConfig(bootstrap=0, include_unattributable=True), tasks=tasks).report
     assert (included.n_failures, included.n_unattributable, included.include_unattributable) == (2, 1, True)
+
+
+def test_a_revised_task_the_run_also_misses_stays_the_agents_failure(tmp_path: Path):
+    """The corrected task cancels OLD456; a run that cancelled BUS123 instead fails the corrected task as well."""
+    run = fx.results([fx.simulation("2", 0, 0.0, fx.conversation(*fx.cancel_turns(fx.BUSINESS)))], [fx.task("2", actions=[])])
+    (t,) = load_trajectories([fx.write(tmp_path / "run.json", run)]).trajectories
+    corrected = [fx.task("2", actions=[{"name": "cancel_reservation", "arguments": {"reservation_id": "OLD456"}}])]
+    tasks = load_tasks([fx.write(tmp_path / "tasks.json", corrected)])
+    a = analyze([t], AnalyzeConfig(bootstrap=0), tasks=tasks).attributions[t.id]
+    assert (a.attributable, a.cause) == (True, "agent") and "misses the corrected task too" in a.detail
+    right = [fx.task("2", actions=[{"name": "cancel_reservation", "arguments": {"reservation_id": "BUS123"}}])]
+    a = analyze([t], AnalyzeConfig(bootstrap=0), tasks=load_tasks([fx.write(tmp_path / "t2.json", right)])).attributions[t.id]
+    assert (a.attributable, a.cause) == (False, "task_revised") and "does what the corrected task asks" in a.detail
+
+
+def test_user_simulator_that_invents_a_date_of_birth(tmp_path: Path):
+    turns = [("user", "Book me a flight to Seattle. My user id is emma_kim_9957."),
+             ("assistant", "What is the passenger's date of birth?"), ("user", "My date of birth is March 15, 1990."),
+             ("assistant", "Thanks."), ("user", "Bye ###STOP###")]  # fmt: skip
+    (t,) = load(tmp_path, turns)
+    a = attribute(t, embedded_task(t), None)
+    assert a.cause == "user_simulator" and "1990-03-15" in a.detail

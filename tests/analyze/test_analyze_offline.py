@@ -233,3 +233,35 @@ def test_rules_are_documented():
     docs = rule_documentation()
     assert set(docs) >= {"domain_policy", "tool_calling_precision", "required_communication", "escalation_judgment"}
     assert all(len(text) > 80 for text in docs.values())
+
+
+def test_refusals_are_read_narrowly(tmp_path: Path):
+    """An offer that mentions something else the agent cannot do is not a refusal of the offer; a refusal of
+    "these reservations" is not pinned on whichever reservation happens to have been read."""
+    from factory.analyze.conversation import refusals
+
+    offer = "You can keep the same flights and upgrade the cabin class to business, but you cannot search for different flights."
+    assert [a for a, _ in refusals(offer)] != ["change_cabin"]
+    assert [a for a, _ in refusals("Upgrading a basic economy booking is not allowed.")] == ["change_cabin"]
+    turns = [("user", "Cancel IFOYYZ and NQNU5R, and upgrade BUS123. My user id is emma_kim_9957."),
+             ("call", "get_reservation_details", {"reservation_id": "BUS123"}, fx.BUSINESS),
+             ("assistant", "About IFOYYZ and NQNU5R: unfortunately, these reservations are not eligible for cancellation."),
+             ("user", "Ok ###STOP###")]  # fmt: skip
+    assert one(tmp_path, turns)["policy_application"][0] == N
+
+
+def test_a_booking_whose_flights_do_not_make_the_trip(tmp_path: Path):
+    search = [{"flight_number": "HAT069", "origin": "JFK", "destination": "SEA", "status": "available", "date": None,
+               "available_seats": {"basic_economy": 9, "economy": 9, "business": 9}, "prices": {"basic_economy": 51, "economy": 90, "business": 300}}]  # fmt: skip
+    args = {"user_id": "emma_kim_9957", "origin": "JFK", "destination": "SEA", "flight_type": "round_trip", "cabin": "basic_economy",
+            "flights": [{"flight_number": "HAT069", "date": "2024-05-20"}, {"flight_number": "HAT069", "date": "2024-05-25"}],
+            "passengers": [{"first_name": "Emma", "last_name": "Kim", "dob": "1980-01-01"}],
+            "payment_methods": [{"payment_id": "credit_card_1", "amount": 102}], "total_baggages": 0, "nonfree_baggages": 0, "insurance": "no"}  # fmt: skip
+    turns = [("user", "Book JFK to Seattle May 20, back May 25. My user id is emma_kim_9957."),
+             ("call", "get_user_details", {"user_id": "emma_kim_9957"}, fx.USER),
+             ("call", "search_direct_flight", {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"}, search),
+             ("call", "search_direct_flight", {"origin": "JFK", "destination": "SEA", "date": "2024-05-25"}, search),
+             ("assistant", "I will book HAT069 both ways. Do you confirm? Please answer yes to proceed."), ("user", "Yes, please proceed."),
+             ("call", "book_reservation", args, {"reservation_id": "HATHAT"}), ("user", "Thanks ###STOP###")]  # fmt: skip
+    labels = one(tmp_path, turns)
+    assert labels["structured_data_reasoning"][0] == L and "do not make that trip" in labels["structured_data_reasoning"][1]
