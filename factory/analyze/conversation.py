@@ -57,7 +57,11 @@ _CLAIM_DONE = re.compile(
     + r"|\bsuccessfully " + _DONE_VERB,
     re.IGNORECASE,
 )
-TWENTY_FOUR = re.compile(r"\b(24|twenty[- ]four)[- ]?(hours?|hrs?|h)\b|\bwithin a day\b", re.IGNORECASE)
+_DAY = r"(24|twenty[- ]four)[- ]?(hours?|hrs?|h)\b"
+WITHIN_24H = re.compile(r"(?<!not )(?<!n['’]t )\b(within|less than|under|inside)( of)?( the)?( last| past)? " + _DAY + r"|\bwithin a day\b", re.IGNORECASE)
+"""A claim that a booking is recent enough for the 24-hour rule."""
+BEYOND_24H = re.compile(r"\b(more than|over|beyond|exceed\w*|not within|outside( of)?|after)( the)?( last| past| first)? " + _DAY, re.IGNORECASE)
+"""A claim that it is not."""
 FLOWN_WORDS = re.compile(r"\b(already (been )?(flown|departed|taken off|landed|completed|used)|in the past|has departed|have departed)\b", re.IGNORECASE)
 RESERVATION_ID = re.compile(r"(?<![A-Za-z0-9#])[A-Z0-9]{6}(?![A-Za-z0-9])")
 """Six capitals or digits: a τ² reservation id shape (also matches words such as PLEASE; callers keep only ids

@@ -34,8 +34,15 @@ ID_SHAPES = {
 }
 _CONDITION = re.compile(r"\b(but|however|only if|as long as|provided|before (you|we) (proceed|go))\b|\?", re.I)
 _INFO_REQUEST = re.compile(r"\b(show|check|look|search|find|tell me|list|let me know|what|how much|how many|which)\b", re.I)
-_TOOL_VERB = {"cancel": "cancel", "return": "return", "exchange": "exchang", "book": "book", "update": "updat|chang|add|upgrad",
-              "modify": "modif|chang|updat", "send": "issu|sent|certificate"}
+_CLAIM_OBJECT = {
+    "cancel_reservation": r"cancel", "cancel_pending_order": r"cancel", "return_delivered_order_items": r"return",
+    "exchange_delivered_order_items": r"exchang", "book_reservation": r"book", "send_certificate": r"certificate|voucher",
+    "update_reservation_flights": r"flight|cabin|class|upgrad|downgrad", "update_reservation_baggages": r"bag|luggage",
+    "update_reservation_passengers": r"passenger|name", "modify_pending_order_items": r"\bitems?\b|swap|exchang",
+    "modify_pending_order_address": r"address", "modify_pending_order_payment": r"payment", "modify_user_address": r"address",
+}  # fmt: skip
+"""What a message must mention to claim that a given change was made."""
+_TEXT_CALL = re.compile(r'[{]\s*"name"\s*:\s*"([a-z_]+)"\s*,\s*"(?:arguments|parameters)"\s*:')
 _VALUE_KEYS = re.compile(r"(_id|_ids|^flight_number)$")
 
 
@@ -75,11 +82,18 @@ def _id_values(arguments: object, key: str = "") -> list[tuple[str, str]]:
 
 
 def rule_tool_calling_precision(ev: Evidence) -> None:
-    """LACKING when a call has malformed JSON arguments, names a tool the run did not offer (each format's own
+    """LACKING when the agent writes a tool call as text instead of making it, when a call has malformed JSON
+    arguments, names a tool the run did not offer (each format's own
     tools: τ-bench's ``think`` is a tool there), breaks the tool's schema (missing field, wrong type, value
     outside an enum), puts one kind of id where another belongs (a user id as a reservation id), or carries an
     id that neither the user nor any tool result had mentioned (an invented value). PRESENT otherwise; NA with
     no tool call."""
+    for utterance in ev.said:
+        if utterance.role == "assistant":
+            match = _TEXT_CALL.search(utterance.text)
+            if match and ev.catalog.knows(match.group(1)) is not False and not ev.trajectory.messages[utterance.index].tool_calls:
+                ev.add("tool_calling_precision", LACKING, f"wrote a {match.group(1)} call as text instead of calling the tool")
+                break
     if not ev.calls:
         return
     texts: list[str] | None = None
@@ -120,9 +134,9 @@ def rule_permission_error_recovery(ev: Evidence) -> None:
         if ev.catalog.is_write(call.name) and call.result_index is not None:
             retried = any(c.name == call.name and c.succeeded and c.position > call.position for c in ev.calls)
             reply = next((u for u in ev.said if u.role == "assistant" and u.index > call.result_index), None)
-            verb = next((v for k, v in _TOOL_VERB.items() if call.name.startswith(k)), None)
-            claims = [s for s in sentences(reply.text) if claims_done(s)] if reply is not None and verb else []
-            if any(re.search(verb, s, re.I) and not re.search(r"\b(not|unable|couldn|could not|failed)\b", s, re.I) for s in claims) and not retried:
+            subject = _CLAIM_OBJECT.get(call.name)
+            claims = [s for s in sentences(reply.text) if claims_done(s)] if reply is not None and subject else []
+            if any(re.search(subject, s, re.I) and not re.search(r"\b(not|unable|couldn|could not|failed)\b", s, re.I) for s in claims) and not retried:
                 ev.add("permission_error_recovery", LACKING, f"told the user the change was made after {call.name} failed")
                 return
     if failed:
@@ -168,16 +182,20 @@ def rule_multi_step_task_completion(ev: Evidence) -> None:
             return
 
 
-_FIGURE = re.compile(r"\$?\d[\d,]*(\.\d+)?")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_FIGURE = re.compile(r"(?<![\w#.-])\$?\d[\d,]*(\.\d+)?(?![\w-])")
+"""A figure told to the user: a standalone number or amount (ids such as HAT123, #W1234567, card_1234 and ISO
+dates are not figures)."""
 
 
 def rule_required_communication(ev: Evidence) -> None:
-    """For each fact the task requires the agent to tell the user (τ²'s ``communicate_info``: totals, refunds,
-    balances, counts), LACKING when it never appears in the agent's messages: structured_data_reasoning when
-    the agent did report figures (it computed or read the wrong one), multi_step_task_completion when it
-    reported none (it never got to that part of the request). PRESENT when every required fact was said.
-    NA for tasks without required facts. This mirrors τ²'s COMMUNICATE check, so on tasks graded by it the
-    label cannot disagree with the outcome; the report counts such tasks."""
+    """For the facts the task requires the agent to tell the user (τ²'s ``communicate_info``: totals, refunds,
+    balances, counts): multi_step_task_completion is LACKING when the agent never reported any such figure (it
+    never got to that part of the request), and structured_data_reasoning is PRESENT when it reported every
+    one. When it reported other figures instead, the cause may be arithmetic, an unverified fact or unfinished
+    work, which the record does not tell apart, so no capability is blamed. NA for tasks without required
+    facts. This mirrors τ²'s COMMUNICATE check, so on tasks graded by it a PRESENT cannot disagree with the
+    outcome."""
     required = ev.task.communicate_info if ev.task is not None else []
     if not required:
         return
@@ -185,10 +203,7 @@ def rule_required_communication(ev: Evidence) -> None:
     missing = [v for v in required if not _contains(said, v)]
     if not missing:
         ev.add("structured_data_reasoning", PRESENT, "told the user every figure the task requires")
-        return
-    if _FIGURE.search(said) and _FIGURE.fullmatch(missing[0].strip()):
-        ev.add("structured_data_reasoning", LACKING, f"reported figures, but never {missing[0]!r}, which the task requires")
-    else:
+    elif not _FIGURE.search(_ISO_DATE.sub(" ", said)) or not _FIGURE.fullmatch(missing[0].strip()):
         ev.add("multi_step_task_completion", LACKING, f"never told the user {missing[0]!r}, which the task requires")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from trace_env.kits import tau2_airline as kit
 
 from factory.analyze.calls import AgentCall
-from factory.analyze.conversation import FLOWN_WORDS, TWENTY_FOUR, ids_in, reason_category
+from factory.analyze.conversation import BEYOND_24H, FLOWN_WORDS, WITHIN_24H, ids_in, reason_category
 from factory.analyze.evidence import LACKING, PRESENT, Evidence
 from factory.analyze.world import World, hours_between
 
@@ -71,11 +71,34 @@ def _cancel(ev: Evidence, call: AgentCall, world: World) -> None:
         return  # the insurance may cover a reason the user gave in words we do not recognise
     hours = hours_between(res.get("created_at", ""), world.now)
     booked = f"booked {res.get('created_at')}" + (f", {hours:.0f} h before {world.now}" if hours is not None else "")
-    if TWENTY_FOUR.search(ev.agent_text_before(call.message_index)):
+    if _claims_recent(ev, call):
         ev.add(DATE, LACKING, f"cancelled {rid} as if booked within 24 hours, but it was {booked}")
         return
     ev.add(POLICY, LACKING, f"cancelled {rid} though no ground holds: {booked}, {res.get('cabin')}, insurance {res.get('insurance')}, "
                             f"reason {reason or 'not given'}, no flight cancelled by the airline")  # fmt: skip
+
+
+def _last_24h_claim(text: str) -> str | None:
+    """``within`` or ``beyond``: the last thing a message says about the 24-hour window, if anything."""
+    claims = [(m.start(), "within") for m in WITHIN_24H.finditer(text)] + [(m.start(), "beyond") for m in BEYOND_24H.finditer(text)]
+    return max(claims)[1] if claims else None
+
+
+def _claims_recent(ev: Evidence, call: AgentCall) -> bool:
+    """Whether the agent acted on the belief that the booking was within 24 hours: its latest statement about
+    the window before the call, or else the explanation it gave right after."""
+    before = [u.text for u in ev.said if u.role == "assistant" and u.index <= call.message_index]
+    for text in reversed(before):
+        claim = _last_24h_claim(text)
+        if claim:
+            return claim == "within"
+    return _last_24h_claim(_next_agent_text(ev, call)) == "within"
+
+
+def _next_agent_text(ev: Evidence, call: AgentCall) -> str:
+    """What the agent said right after a call: often the reason it acted on."""
+    after = call.result_index if call.result_index is not None else call.message_index
+    return next((u.text for u in ev.said if u.role == "assistant" and u.index > after), "")
 
 
 def _update_flights(ev: Evidence, call: AgentCall, world: World) -> None:
@@ -182,14 +205,7 @@ def _book(ev: Evidence, call: AgentCall, world: World) -> None:
         ev.add(POLICY, LACKING, f"booking payment breaks the policy: {', '.join(kit.payment_problems(payments, user))}")
     elif user is not None:
         ev.add(POLICY, PRESENT, "booking within the policy")
-    legs = [world.flights.get(n or "") for n, _ in flights]
-    if legs and all(leg and leg.get("origin") and leg.get("destination") for leg in legs):
-        start, end = args.get("origin"), args.get("origin") if args.get("flight_type") == "round_trip" else args.get("destination")
-        route = [legs[0]["origin"]] + [leg["destination"] for leg in legs]
-        if route[0] != start or route[-1] != end or args.get("destination") not in route:
-            chosen = ", ".join(f"{leg['origin']}→{leg['destination']}" for leg in legs)
-            ev.add(DATA, LACKING, f"booked {chosen} for a {args.get('flight_type', '').replace('_', ' ')} {args.get('origin')}→{args.get('destination')}: "
-                                  "the flights chosen from the search do not make that trip")  # fmt: skip
+    _check_route(ev, call, world)
     total, nonfree, cabin = args.get("total_baggages"), args.get("nonfree_baggages"), args.get("cabin")
     if user is not None and isinstance(total, int) and isinstance(nonfree, int) and cabin in kit.FREE_BAGS.get(user.get("membership"), {}):
         expected = max(0, total - kit.free_bags(user["membership"], cabin, len(passengers)))
@@ -198,6 +214,21 @@ def _book(ev: Evidence, call: AgentCall, world: World) -> None:
                                   f"{len(passengers)} passenger(s) pays for {expected}")  # fmt: skip
         else:
             ev.add(DATA, PRESENT, "paid bags computed right")
+
+
+def _check_route(ev: Evidence, call: AgentCall, world: World) -> None:
+    """A booking's flights must make the trip it books (a round trip must come back): checked on every
+    attempt, since picking the wrong flights from a search is wrong whether or not the payment went through."""
+    args = call.arguments or {}
+    legs = [world.flights.get(f.get("flight_number") or "") for f in args.get("flights") or [] if isinstance(f, dict)]
+    if not legs or not all(leg and leg.get("origin") and leg.get("destination") for leg in legs):
+        return
+    start, end = args.get("origin"), args.get("origin") if args.get("flight_type") == "round_trip" else args.get("destination")
+    route = [legs[0]["origin"]] + [leg["destination"] for leg in legs]
+    if route[0] != start or route[-1] != end or args.get("destination") not in route:
+        chosen = ", ".join(f"{leg['origin']}→{leg['destination']}" for leg in legs)
+        ev.add(DATA, LACKING, f"booked {chosen} for a {str(args.get('flight_type', '')).replace('_', ' ')} {args.get('origin')}→{args.get('destination')}: "
+                              "the flights chosen from the search do not make that trip")  # fmt: skip
 
 
 def _complaint(text: str) -> str | None:
@@ -267,10 +298,10 @@ def _refused_cancel(ev: Evidence, index: int, sentence: str, res: dict[str, Any]
             ev.add(DATE, LACKING, f"said {rid} had flown, but its flights ({_segments(res)}) are not before {world.now[:10]}")
         else:
             ev.add(POLICY, PRESENT, f"declined to cancel {rid}, which no ground allows")
-            if TWENTY_FOUR.search(sentence):
+            if BEYOND_24H.search(sentence):
                 ev.add(DATE, PRESENT, f"{rid} was booked more than 24 hours before {world.now}")
         return
-    if "recent_booking" in grounds and TWENTY_FOUR.search(sentence):
+    if "recent_booking" in grounds and BEYOND_24H.search(sentence):
         ev.add(DATE, LACKING, f"refused to cancel {rid} as booked over 24 hours ago, but it was booked {res.get('created_at')}, within 24 h of {world.now}")
     elif FLOWN_WORDS.search(sentence):
         ev.add(DATE, LACKING, f"said {rid} had flown, but its flights ({_segments(res)}) are not before {world.now[:10]}")
@@ -342,5 +373,8 @@ def judge(ev: Evidence) -> None:
         handler = WRITES.get(call.name)
         if handler is not None:
             handler(ev, call, ev.world_before(call.message_index))
+    for call in ev.calls:
+        if call.name == "book_reservation" and call.arguments is not None and not call.succeeded:
+            _check_route(ev, call, ev.world_before(call.message_index))
     judge_refusals(ev)
     judge_escalation(ev)

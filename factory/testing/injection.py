@@ -10,8 +10,9 @@ kind                   what the agent does                                      
 =====================  ===============================================================  ============================
 drop_confirmed_write   the user says yes to the listed changes; the agent never makes them  multi_step_task_completion
 invented_id            a change names a record id nobody had mentioned (a typo)          tool_calling_precision
-wrong_figure           tells the user a figure the task asks for, computed wrong         structured_data_reasoning
+silent_on_figure       never tells the user the figures the task asks for                multi_step_task_completion
 miscount_bags          charges for checked bags the membership allowance makes free      structured_data_reasoning
+wrong_return           books a round trip whose last flight repeats the outbound one     structured_data_reasoning
 misjudge_24h           cancels an old booking "because it was booked within 24 hours"    datetime_reasoning
 write_before_check     makes a change before reading the record it changes               precondition_verification
 unread_write           cancels another reservation or order it never opened              precondition_verification
@@ -45,8 +46,9 @@ from schemas.trajectory import Trajectory
 INJECTIONS: dict[str, str] = {
     "drop_confirmed_write": "multi_step_task_completion",
     "invented_id": "tool_calling_precision",
-    "wrong_figure": "structured_data_reasoning",
+    "silent_on_figure": "multi_step_task_completion",
     "miscount_bags": "structured_data_reasoning",
+    "wrong_return": "structured_data_reasoning",
     "misjudge_24h": "datetime_reasoning",
     "write_before_check": "precondition_verification",
     "unread_write": "precondition_verification",
@@ -125,19 +127,11 @@ def inject_invented_id(domain, task, plan, rng):
     return new
 
 
-def inject_wrong_figure(domain, task, plan, rng):
+def inject_silent_on_figure(domain, task, plan, rng):
     index = next((i for i, s in enumerate(plan) if isinstance(s, Say) and s.text.startswith("To answer your question")), None)
     if index is None:
         return None
-    new = copy.deepcopy(plan)
-    figures = [f for f in ((task.get("evaluation_criteria") or {}).get("communicate_info") or []) if str(f).replace(".", "", 1).isdigit()]
-    if not figures:
-        return None
-    text = new[index].text
-    for figure in figures:
-        text = text.replace(str(figure), str(round(float(figure) + 7, 2)))
-    new[index] = Say("assistant", text)
-    return new
+    return plan[:index] + plan[index + 1 :]
 
 
 def inject_miscount_bags(domain, task, plan, rng):
@@ -148,6 +142,25 @@ def inject_miscount_bags(domain, task, plan, rng):
     step = new[rng.choice(options)]
     step.arguments["nonfree_baggages"] = step.arguments.get("nonfree_baggages", 0) + 1
     return new
+
+
+def inject_wrong_return(domain, task, plan, rng):
+    """The outbound flight picked again for the way back (a search for it on that day included)."""
+    for i in _writes(domain, plan):
+        step = plan[i]
+        flights = step.arguments.get("flights") or []
+        if step.name != "book_reservation" or step.arguments.get("flight_type") != "round_trip" or len(flights) < 2:
+            continue
+        number, day = flights[0]["flight_number"], flights[-1]["date"]
+        record = domain.db["flights"].get(number, {})
+        if record.get("dates", {}).get(day, {}).get("status") != "available" or number == flights[-1]["flight_number"]:
+            continue
+        new = copy.deepcopy(plan)
+        new[i].arguments["flights"][-1] = {"flight_number": number, "date": day}
+        confirm = next(j for j, s in enumerate(new) if isinstance(s, Say) and s.text == CONFIRMED) - 1
+        new.insert(confirm, Step("search_direct_flight", {"origin": record["origin"], "destination": record["destination"], "date": day}, gold=False))
+        return new
+    return None
 
 
 def inject_misjudge_24h(domain, task, plan, rng):
@@ -247,8 +260,9 @@ def inject_flown_no_transfer(domain, task, plan, rng):
 INJECTORS = {
     "drop_confirmed_write": inject_drop_confirmed_write,
     "invented_id": inject_invented_id,
-    "wrong_figure": inject_wrong_figure,
+    "silent_on_figure": inject_silent_on_figure,
     "miscount_bags": inject_miscount_bags,
+    "wrong_return": inject_wrong_return,
     "misjudge_24h": inject_misjudge_24h,
     "write_before_check": inject_write_before_check,
     "unread_write": inject_unread_write,

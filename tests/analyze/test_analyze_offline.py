@@ -161,9 +161,9 @@ def test_required_communications(tmp_path: Path):
     task = fx.task("1", communicate=["327"])
     assert one(tmp_path, turns + [("assistant", "Your balances add up to $327.")], task=task)["structured_data_reasoning"][0] == P
     wrong = one(tmp_path, turns + [("assistant", "Your balances add up to $1,327.")], task=task)
-    assert wrong["structured_data_reasoning"][0] == L and "'327'" in wrong["structured_data_reasoning"][1]
-    silent = one(tmp_path, turns + [("assistant", "Let me transfer you.")], task=task)
-    assert silent["multi_step_task_completion"][0] == L
+    assert wrong["structured_data_reasoning"][0] == N and wrong["multi_step_task_completion"][0] == N  # cause unknown: no blame
+    silent = one(tmp_path, turns + [("assistant", "Let me check reservation BUS123 for you (HAT100, 2024-05-20).")], task=task)
+    assert silent["multi_step_task_completion"][0] == L  # ids and dates are not figures
 
 
 def test_confirmed_change_never_made_is_multi_step(tmp_path: Path):
