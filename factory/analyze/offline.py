@@ -42,6 +42,8 @@ _CLAIM_OBJECT = {
     "modify_pending_order_address": r"address", "modify_pending_order_payment": r"payment", "modify_user_address": r"address",
 }  # fmt: skip
 """What a message must mention to claim that a given change was made."""
+_REJECTED_ARGUMENTS = re.compile(r"validation errors? for|Field required|Input should be|missing \d+ required|unexpected keyword argument", re.I)
+"""Tool errors that say the arguments were malformed (τ² validates them with pydantic), not that the request failed."""
 _TEXT_CALL = re.compile(r'[{]\s*"name"\s*:\s*"([a-z_]+)"\s*,\s*"(?:arguments|parameters)"\s*:')
 _VALUE_KEYS = re.compile(r"(_id|_ids|^flight_number)$")
 
@@ -83,7 +85,7 @@ def _id_values(arguments: object, key: str = "") -> list[tuple[str, str]]:
 
 def rule_tool_calling_precision(ev: Evidence) -> None:
     """LACKING when the agent writes a tool call as text instead of making it, when a call has malformed JSON
-    arguments, names a tool the run did not offer (each format's own
+    arguments or arguments the tool rejects as malformed, names a tool the run did not offer (each format's own
     tools: τ-bench's ``think`` is a tool there), breaks the tool's schema (missing field, wrong type, value
     outside an enum), puts one kind of id where another belongs (a user id as a reservation id), or carries an
     id that neither the user nor any tool result had mentioned (an invented value). PRESENT otherwise; NA with
@@ -107,6 +109,9 @@ def rule_tool_calling_precision(ev: Evidence) -> None:
         problems = ev.catalog.schema_errors(call.name, call.arguments, call.raw_arguments)
         if problems:
             ev.add("tool_calling_precision", LACKING, f"{call.name}: {problems[0]}")
+            continue
+        if call.error and _REJECTED_ARGUMENTS.search(call.result or ""):
+            ev.add("tool_calling_precision", LACKING, f"{call.name}: the tool rejected its arguments ({' '.join((call.result or '').split())[:80]})")
             continue
         for key, item in _id_values(call.arguments):
             shape = ID_SHAPES.get(key)

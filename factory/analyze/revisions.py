@@ -243,7 +243,8 @@ def _notes(trajectories: list[Trajectory], resolution: Resolution, unmatched: di
         where = "the tasks in --tasks" if have_index else "τ³-bench 1.0.0's corrected tasks"
         notes.append(
             f"{count} task(s) were graded against gold that differs from {where}: {shown}. Each run keeps the task it "
-            "used; failures on these tasks are reported as not attributable (task revised since the run)."
+            "used; a failure on such a task is not attributed to the agent when the run does what the corrected task "
+            "asks" + (" (or, with no corrected task at hand, always)" if not have_index else "") + "."
         )
     count, shown = _task_list(trajectories, resolution, "instructions_revised")
     if count:

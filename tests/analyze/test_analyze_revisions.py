@@ -34,7 +34,7 @@ def test_tasks_never_replace_the_embedded_task_and_differences_are_named(tmp_pat
     check = resolution.checks[t.id]
     assert check.status == "revised" and "gold actions differ from --tasks" in check.detail
     (note,) = [n for n in resolution.notes if "graded against gold" in n]
-    assert "airline 1" in note and "not attributable" in note
+    assert "airline 1" in note and "not attributed to the agent when the run does what the corrected task asks" in note
 
 
 def test_instruction_only_revisions_are_named_but_stay_attributed(tmp_path: Path):
