@@ -7,6 +7,12 @@ one-shot validation costs. Also reported: the exec latency of that command in an
 sandbox, the time to start a worker (process up, handler imported), and the median round trip of
 ``echo`` calls into a warm worker. Medians of N runs, all backends measured in the same run, with
 ratios against ``unsafe-subprocess`` (no isolation: the floor). Not a test.
+
+``--hardening`` measures, in the same run, what the aggregate limits and the worker's integrity check
+cost: each contained backend with them (as shipped) and without (``Sandbox.hardened = False``: no cgroup,
+no tmpfs work dir or /dev/shm cap, no seccomp filter, no CPU quota, no integrity check), with the ratio
+after/before. It also times calls into an env worker (``trace_env.handler`` hosting the tiny test env:
+``generate`` and a full ``episode``), where the integrity snapshot is largest.
 """
 
 from __future__ import annotations
@@ -37,18 +43,111 @@ def construct(name: str, limits: SandboxLimits) -> Sandbox:
     return sandbox.construct(name, limits)
 
 
-def bench_backend(name: str, runs: int, calls: int) -> dict[str, float]:
+TINY_ENV = Path(__file__).resolve().parents[1] / "tests" / "envs" / "tiny_cancel.py"
+MEASURES = ("cold_start_s", "exec_s", "worker_start_s", "worker_call_s", "env_generate_s", "env_episode_s")
+
+
+class _Side:
+    """One open sandbox (hardened or not) with an echo worker and a worker hosting the tiny env."""
+
+    def __init__(self, name: str, hardened: bool) -> None:
+        self.name, self.hardened = name, hardened
+        self.sb = construct(name, SandboxLimits())
+        self.sb.hardened = hardened
+        self.sb.open()
+        self.echo = self.sb.start_worker("sandbox.handlers.echo")
+        self.env = self.sb.start_worker("trace_env.handler")
+        self.env.call("load", {"source": TINY_ENV.read_text()})
+
+    def sample(self, calls: int) -> dict[str, float]:
+        out = {}
+        t0 = time.perf_counter()
+        sb = construct(self.name, SandboxLimits())
+        sb.hardened = self.hardened
+        sb.open()
+        assert sb.exec(PROBE).exit_code == 0
+        sb.close()
+        out["cold_start_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.sb.exec(PROBE)
+        out["exec_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.sb.start_worker("sandbox.handlers.echo").close()
+        out["worker_start_s"] = time.perf_counter() - t0
+        for key, worker, method, params in (
+            ("worker_call_s", self.echo, "echo", {"x": 1, "s": "hello"}),
+            ("env_generate_s", self.env, "generate", {"seed": 3}),
+            ("env_episode_s", self.env, "episode", {"seed": 3, "policy": "reference"}),
+        ):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                worker.call(method, params)
+            out[key] = (time.perf_counter() - t0) / calls
+        return out
+
+    def close(self) -> None:
+        self.sb.close()
+
+
+SNAPSHOT_PROBE = """
+def main():
+    import statistics, time, trace_env.handler, sandbox.worker as worker
+    snap = worker.Snapshot()
+    assert snap.changes() == []
+    samples = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        for _ in range(100):
+            snap.changes()
+        samples.append((time.perf_counter() - t0) / 100)
+    print(statistics.median(samples), len(snap.spaces), sum(x[2] for x in snap.spaces), len(snap.codes))
+main()
+"""
+
+
+def integrity_check_cost(name: str) -> dict[str, float]:
+    """The worker's per-call integrity check alone, timed inside the sandbox (what it adds to every call)."""
+    sb = construct(name, SandboxLimits())
+    sb.open()
+    try:
+        r = sb.exec(["python", "-c", SNAPSHOT_PROBE])
+        seconds, spaces, entries, codes = r.stdout.split()
+        return {"integrity_check_s": float(seconds), "namespaces": int(spaces), "entries": int(entries), "functions": int(codes)}
+    finally:
+        sb.close()
+
+
+def bench_hardening(name: str, runs: int, calls: int) -> dict[str, dict[str, float]]:
+    """Before/after medians, measured in alternating rounds (ABBA...) so that load drift cancels."""
+    sides = {"before": _Side(name, False), "after": _Side(name, True)}
+    samples: dict[str, dict[str, list[float]]] = {label: {k: [] for k in MEASURES} for label in sides}
+    try:
+        for side in sides.values():
+            side.sample(max(5, calls // 10))  # warm-up
+        for r in range(runs):
+            for label in (("before", "after") if r % 2 == 0 else ("after", "before")):
+                for key, value in sides[label].sample(calls).items():
+                    samples[label][key].append(value)
+    finally:
+        for side in sides.values():
+            side.close()
+    return {label: {k: statistics.median(v) for k, v in by.items()} for label, by in samples.items()}
+
+
+def bench_backend(name: str, runs: int, calls: int, hardened: bool = True) -> dict[str, float]:
     limits = SandboxLimits()
     cold, execs, wstart, wcall = [], [], [], []
     for _ in range(runs):
         t0 = time.perf_counter()
         sb = construct(name, limits)
+        sb.hardened = hardened
         sb.open()
         r = sb.exec(PROBE)
         sb.close()
         cold.append(time.perf_counter() - t0)
         assert r.exit_code == 0, r
     sb = construct(name, limits)
+    sb.hardened = hardened
     sb.open()
     try:
         sb.exec(PROBE)
@@ -85,7 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=200, help="echo calls per worker-latency sample")
     ap.add_argument("--backends", default="", help="comma list (default: every available one)")
     ap.add_argument("--json", type=Path, help="also write the numbers here")
+    ap.add_argument("--hardening", action="store_true",
+                    help="compare bwrap/docker with and without the aggregate limits and integrity check")
     args = ap.parse_args(argv)
+    if args.hardening:
+        return hardening_main(args)
 
     avail = available_backends()
     names = [b for b in args.backends.split(",") if b] or [b for b, why in avail.items() if why is None]
@@ -119,6 +222,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<18}" + "".join(cells))
     if args.json:
         args.json.write_text(json.dumps({"runs": args.runs, "results": results}, indent=2))
+    return 0
+
+
+def hardening_main(args: argparse.Namespace) -> int:
+    avail = available_backends()
+    names = [b for b in (args.backends.split(",") if args.backends else ["bwrap", "docker"]) if avail.get(b) is None]
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    for name in names:
+        print(f"# {name}: before/after in alternating rounds ...", file=sys.stderr, flush=True)
+        rows[name] = bench_hardening(name, args.runs, args.calls)
+        rows[name]["integrity"] = integrity_check_cost(name)
+    cols = [("cold_start_s", "cold start", 1e3, "ms"), ("exec_s", "exec", 1e3, "ms"),
+            ("worker_start_s", "worker start", 1e3, "ms"), ("worker_call_s", "echo call", 1e6, "us"),
+            ("env_generate_s", "env generate", 1e6, "us"), ("env_episode_s", "env episode", 1e6, "us")]
+    print(f"aggregate limits + integrity check: median of {args.runs} alternating rounds, before/after in one run")
+    for name, pair in rows.items():
+        print(f"\n{name}")
+        print(f"  {'measure':<14}{'before':>14}{'after':>14}{'ratio':>9}")
+        for key, label, scale, unit in cols:
+            before, after = pair["before"][key], pair["after"][key]
+            print(f"  {label:<14}{before * scale:>11.1f} {unit}{after * scale:>11.1f} {unit}{after / before:>8.2f}x")
+        cost = pair["integrity"]
+        print(f"  integrity check alone: {cost['integrity_check_s'] * 1e6:.0f} us per call "
+              f"({cost['namespaces']:.0f} namespaces, {cost['entries']:.0f} names, {cost['functions']:.0f} functions)")
+    if args.json:
+        args.json.write_text(json.dumps({"runs": args.runs, "hardening": rows}, indent=2))
     return 0
 
 

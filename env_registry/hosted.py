@@ -1,7 +1,9 @@
-"""An env hosted in a persistent sandbox worker: the only way untrusted env code is executed.
+"""An env hosted in a persistent sandbox worker: the only way untrusted env code is executed. Host side.
 
 The CLI, the validator and the Gymnasium wrapper hold a :class:`SandboxedEnv`; the env's module is loaded
-and run by ``trace_env.handler`` inside the sandbox, and only JSON crosses the boundary.
+and run by ``trace_env.handler`` inside the sandbox, and only JSON crosses the boundary. Every reply is
+checked by shape (:mod:`schemas.wire`) before anything uses it: a malformed one raises
+:class:`~sandbox.WorkerBadReply`, which fails the check or the step that asked.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from typing import Any
 
 from trace_env.engine import StepResult
 from trace_env.sdk import Turn
-from sandbox import SandboxLimits, open_sandbox
+from sandbox import SandboxLimits, WorkerBadReply, open_sandbox
 from sandbox.base import Sandbox, Worker
+from sandbox.leftovers import reap_once
+from schemas.wire import MalformedReply, check_reply
 
 HANDLER = "trace_env.handler"
 
@@ -47,10 +51,11 @@ class SandboxedEnv:
     ) -> None:
         self.source = source
         self.rpc_timeout_s = rpc_timeout_s
+        reap_once()  # sandboxes left behind by processes that died (kill -9) before this one opens its own
         self.sandbox: Sandbox = open_sandbox(backend, limits)
         try:
             self.worker: Worker = self.sandbox.start_worker(HANDLER, hash_seed=hash_seed)
-            self.info: dict[str, Any] = self.worker.call(
+            self.info: dict[str, Any] = self.call(
                 "load", {"source": source, "module_name": module_name}, timeout_s=load_timeout_s
             )
         except BaseException:
@@ -62,7 +67,12 @@ class SandboxedEnv:
         return self.sandbox.backend
 
     def call(self, method: str, params: dict[str, Any] | None = None, timeout_s: float | None = None) -> Any:
-        return self.worker.call(method, params or {}, timeout_s=timeout_s or self.rpc_timeout_s)
+        """Call a handler method; its reply is validated by shape for ``method`` (WorkerBadReply if not)."""
+        result = self.worker.call(method, params or {}, timeout_s=timeout_s or self.rpc_timeout_s)
+        try:
+            return check_reply(method, result)
+        except MalformedReply as exc:
+            raise WorkerBadReply(f"env worker: {exc}") from None
 
     def close(self) -> None:
         self.sandbox.close()
@@ -79,14 +89,22 @@ class SandboxedRunner:
 
     def __init__(self, hosted: SandboxedEnv) -> None:
         self.hosted = hosted
-        self.capability: str = hosted.info["capability"]
-        self.tool_schemas: list[dict[str, Any]] = hosted.info["tools"]
+        capability, tools = hosted.info.get("capability"), hosted.info.get("tools")
+        if not isinstance(capability, str) or not isinstance(tools, list):
+            raise WorkerBadReply("env worker: the env did not declare its capability and tools when it loaded")
+        self.capability: str = capability
+        self.tool_schemas: list[dict[str, Any]] = tools
 
     def reset(self, seed: int) -> StepResult:
-        return StepResult(**self.hosted.call("reset", {"seed": int(seed)}))
+        return _step_result(self.hosted.call("reset", {"seed": int(seed)}))
 
     def step(self, action: Any) -> StepResult:
-        return StepResult(**self.hosted.call("step", {"action": action_to_json(action)}))
+        return _step_result(self.hosted.call("step", {"action": action_to_json(action)}))
 
     def close(self) -> None:
         self.hosted.close()
+
+
+def _step_result(data: dict[str, Any]) -> StepResult:
+    """A validated ``reset``/``step`` reply (schemas.wire.StepReply) as the engine's StepResult."""
+    return StepResult(data["observation"], data["reward"], data["terminated"], data["truncated"], data["info"])

@@ -26,8 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field
 class SandboxLimits(BaseModel):
     """Resource limits applied to everything that runs in one sandbox.
 
-    Per-process limits (CPU seconds, address space, file size) are rlimits in the bwrap and
-    unsafe backends; Docker applies ``memory_mb`` and ``max_processes`` to the whole container.
+    Per-process limits (CPU seconds, address space, file size) are rlimits. ``memory_mb`` (which
+    counts tmpfs pages: work dir, /tmp, /dev/shm), ``max_processes`` and ``cpu_quota`` hold for the
+    whole sandbox: a cgroup on bwrap, the container on Docker. Where a host cannot set one, the
+    sandbox's ``warning`` says so.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -38,6 +40,15 @@ class SandboxLimits(BaseModel):
     max_processes: int = Field(64, ge=4, description="RLIMIT_NPROC (bwrap, non-root uid) / pids limit (docker)")
     wall_timeout_s: float = Field(60, gt=0, description="default wall-clock limit of one exec")
     output_cap_bytes: int = Field(1_000_000, ge=1024, description="default cap on each of stdout and stderr")
+    cpu_quota: float = Field(1.0, gt=0, le=64, description="CPU cores the whole sandbox may use (cgroup / docker quota)")
+    workdir_mb: int = Field(256, ge=4, description="size of the work dir (a tmpfs: counted in memory too)")
+    workdir_inodes: int = Field(10_000, ge=64, description="files and directories the work dir may hold")
+    shm_mb: int = Field(16, ge=1, description="size of /dev/shm (a tmpfs: counted in memory too)")
+    reply_max_bytes: int = Field(32 * 1024 * 1024, ge=4096, description="largest reply a worker may send")
+    unsolicited_output_bytes: int = Field(
+        1024 * 1024, ge=1024,
+        description="stderr plus stray protocol lines a worker may write per call before it is killed",
+    )
 
 
 class ExecResult(BaseModel):
@@ -86,6 +97,10 @@ class WorkerError(WorkerFailure):
 
 class WorkerTimeout(WorkerFailure):
     """A call did not answer in time. The worker was killed and is dead until restart()."""
+
+
+class WorkerBadReply(WorkerFailure):
+    """A worker answered, but with something malformed (wrong shape, non-finite reward...). It stays usable."""
 
 
 class WorkerCrashed(WorkerFailure):
@@ -181,10 +196,15 @@ class Sandbox(abc.ABC):
     backend: ClassVar[str] = "abstract"
     #: True only for the unsandboxed backend, so reports can say that isolation was off.
     unsafe: bool = False
+    #: The aggregate limits (cgroup, capped tmpfs work dir and /dev/shm, seccomp, CPU quota) and the
+    #: worker's integrity check. Set False ONLY by bench/bench_sandbox.py, to measure what they cost.
+    hardened: bool = True
 
     def __init__(self, limits: SandboxLimits | None = None):
         self.limits = limits or SandboxLimits()
         self.selection_reason: str = f"backend {self.backend!r} requested explicitly"
+        #: One line naming the limits this host could not set (None: all of them hold). Reports show it.
+        self.warning: str | None = None
         self._workers: list[Worker] = []
         self._opened = False
         self._closed = False
@@ -249,6 +269,8 @@ class Sandbox(abc.ABC):
             lambda: self._spawn_worker(argv),
             name=f"{self.backend}:{handler}",
             startup_timeout_s=startup_timeout_s or self.limits.wall_timeout_s,
+            max_reply_bytes=self.limits.reply_max_bytes,
+            unsolicited_budget=self.limits.unsolicited_output_bytes,
         )
         worker.start()
         self._workers.append(worker)
@@ -256,6 +278,8 @@ class Sandbox(abc.ABC):
 
     def worker_argv(self, handler: str, hash_seed: int | None = None) -> list[str]:
         argv = ["python", "-m", "sandbox.worker", handler]
+        if not self.hardened:
+            argv.append("--unchecked")
         return argv if hash_seed is None else [*argv, "--hash-seed", str(int(hash_seed))]
 
     @abc.abstractmethod
@@ -272,212 +296,6 @@ class Sandbox(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} backend={self.backend} workdir={self.workdir!r}>"
-
-
-# --------------------------------------------------------------------------------------------------
-# worker (host side)
-
-
-class Channel(abc.ABC):
-    """A running worker process as the host sees it: write bytes to its stdin, get its output via
-    the callbacks, kill it. Each backend provides one; :class:`Worker` holds the protocol."""
-
-    def __init__(self) -> None:
-        self.on_stdout: Callable[[bytes], None] = lambda b: None
-        self.on_stderr: Callable[[bytes], None] = lambda b: None
-        self.on_eof: Callable[[], None] = lambda: None
-
-    @abc.abstractmethod
-    def start(self) -> None:
-        """Begin delivering output to the callbacks (call after setting them)."""
-
-    @abc.abstractmethod
-    def write(self, data: bytes) -> None: ...
-
-    @abc.abstractmethod
-    def kill(self) -> None:
-        """Kill the worker and everything it started. Must not block on the output reader."""
-
-    @abc.abstractmethod
-    def exit_code(self, wait_s: float = 0.0) -> int | None: ...
-
-
-_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-_STDERR_TAIL_BYTES = 16 * 1024
-
-
-class Worker:
-    """A persistent process in the sandbox speaking JSON lines.
-
-    Request ``{"id", "method", "params"}``, response ``{"id", "result"}`` or
-    ``{"id", "error": {"type", "message", "traceback"}}``. One call at a time per worker (calls
-    from several threads are serialised). A timeout kills the worker: a method that ran away may
-    hold state we cannot trust, so the caller decides whether to :meth:`restart`.
-    """
-
-    def __init__(self, spawn: Callable[[], Channel], name: str = "worker", startup_timeout_s: float = 60):
-        self._spawn = spawn
-        self.name = name
-        self.startup_timeout_s = startup_timeout_s
-        self._ids = itertools.count(1)
-        self._call_lock = threading.Lock()
-        self._channel: Channel | None = None
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        self._stderr_tail: collections.deque[bytes] = collections.deque()
-        self._stderr_size = 0
-        self._dead_reason: str | None = "not started"
-        self.info: dict[str, Any] = {}
-
-    # -- channel callbacks (reader thread) ---------------------------------------------------------
-    def _callbacks(self, lines: "queue.Queue[bytes | None]") -> tuple[Callable[[bytes], None], Callable[[bytes], None], Callable[[], None]]:
-        """Callbacks bound to one process generation: output of a killed predecessor that arrives
-        late (e.g. its EOF) must not land in the queue of the restarted worker."""
-        partial = bytearray()
-
-        def on_stdout(data: bytes) -> None:
-            partial.extend(data)
-            while True:
-                nl = partial.find(b"\n")
-                if nl < 0:
-                    break
-                lines.put(bytes(partial[:nl]))
-                del partial[: nl + 1]
-            if len(partial) > _MAX_MESSAGE_BYTES:
-                partial.clear()
-                lines.put(b'{"id": null, "__oversize__": true}')
-
-        def on_stderr(data: bytes) -> None:
-            if lines is not self._lines:
-                return
-            self._stderr_tail.append(data)
-            self._stderr_size += len(data)
-            while self._stderr_size > _STDERR_TAIL_BYTES and len(self._stderr_tail) > 1:
-                self._stderr_size -= len(self._stderr_tail.popleft())
-
-        def on_eof() -> None:
-            lines.put(None)
-
-        return on_stdout, on_stderr, on_eof
-
-    def stderr_tail(self) -> str:
-        return decode(b"".join(self._stderr_tail))[-_STDERR_TAIL_BYTES:]
-
-    # -- lifecycle -----------------------------------------------------------------------------------
-    @property
-    def alive(self) -> bool:
-        return self._dead_reason is None
-
-    def start(self) -> None:
-        """Spawn the process and wait for its ready line (handler imported)."""
-        self._lines = queue.Queue()
-        self._stderr_tail.clear()
-        self._stderr_size = 0
-        ch = self._spawn()
-        ch.on_stdout, ch.on_stderr, ch.on_eof = self._callbacks(self._lines)
-        self._channel = ch
-        ch.start()
-        self._dead_reason = None
-        msg = self._read_message(time.monotonic() + self.startup_timeout_s, what="start")
-        if msg.get("event") != "ready":
-            err = msg.get("error") or {}
-            self._kill("failed to start")
-            raise WorkerCrashed(
-                f"worker {self.name} failed to start: {err.get('type', '?')}: {err.get('message', msg)}",
-                self.stderr_tail(),
-            )
-        self.info = msg
-
-    def restart(self) -> None:
-        """Kill the current process (if any) and start a fresh one with the same handler."""
-        self._kill("restarting")
-        self.start()
-
-    def close(self) -> None:
-        """Kill the worker. Idempotent."""
-        self._kill("closed")
-
-    def _kill(self, reason: str) -> None:
-        if self._channel is not None:
-            try:
-                self._channel.kill()
-            except Exception:
-                pass
-        if self._dead_reason is None:
-            self._dead_reason = reason
-
-    def __enter__(self) -> "Worker":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- rpc -------------------------------------------------------------------------------------------
-    def _read_message(self, deadline: float, what: str) -> dict[str, Any]:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._kill("timed out")
-                raise WorkerTimeout(f"worker {self.name}: {what} did not answer in time; the worker was killed")
-            try:
-                line = self._lines.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if line is None:
-                self._dead_reason = "exited"
-                code = self._channel.exit_code(wait_s=2.0) if self._channel else None
-                self._kill("exited")
-                raise WorkerCrashed(
-                    f"worker {self.name} died during {what} (exit code {code})", self.stderr_tail(), code
-                )
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                self._kill("protocol error")
-                raise WorkerCrashed(
-                    f"worker {self.name} wrote a non-JSON line: {decode(line[:200])!r}", self.stderr_tail()
-                ) from None
-            if not isinstance(msg, dict):
-                continue
-            if msg.get("__oversize__"):
-                self._kill("protocol error")
-                raise WorkerCrashed(f"worker {self.name} sent a message over {_MAX_MESSAGE_BYTES} bytes")
-            return msg
-
-    def call(self, method: str, params: dict | None = None, timeout_s: float = 30) -> Any:
-        """Call ``method(params)`` in the worker and return its result.
-
-        Raises WorkerError (the method raised), WorkerTimeout (no answer within timeout_s: the
-        worker is killed), WorkerCrashed (the process died or is dead).
-        """
-        with self._call_lock:
-            if self._dead_reason is not None:
-                raise WorkerCrashed(f"worker {self.name} is not running ({self._dead_reason})", self.stderr_tail())
-            req_id = next(self._ids)
-            line = json.dumps({"id": req_id, "method": method, "params": params or {}}, default=str) + "\n"
-            deadline = time.monotonic() + timeout_s
-            try:
-                assert self._channel is not None
-                self._channel.write(line.encode("utf-8"))
-            except (OSError, ValueError) as e:
-                code = self._channel.exit_code(wait_s=1.0) if self._channel else None
-                self._kill("exited")
-                raise WorkerCrashed(f"worker {self.name}: cannot send request ({e})", self.stderr_tail(), code) from None
-            while True:
-                msg = self._read_message(deadline, what=f"call {method!r}")
-                if msg.get("id") != req_id:
-                    if msg.get("id") is None and "error" in msg:
-                        err = msg["error"]
-                        raise WorkerError(err.get("type", "Error"), err.get("message", ""), err.get("traceback"))
-                    continue  # a stale or unsolicited line: skip it
-                if "error" in msg:
-                    err = msg["error"] or {}
-                    raise WorkerError(
-                        str(err.get("type", "Error")), str(err.get("message", "")), err.get("traceback")
-                    )
-                return msg.get("result")
 
 
 def host_env_allowlist(workdir: str, pythonpath: str, path: str) -> dict[str, str]:
@@ -497,3 +315,7 @@ def default_timeout(limits: SandboxLimits, timeout_s: float | None) -> float:
 
 def default_cap(limits: SandboxLimits, cap: int | None) -> int:
     return int(limits.output_cap_bytes if cap is None else cap)
+
+
+# The host side of the worker protocol lives in sandbox.client; re-exported here for the backends.
+from sandbox.client import Channel, Worker  # noqa: E402  (needs the errors above)

@@ -37,7 +37,9 @@ import threading
 import time
 from pathlib import Path
 
-from sandbox import runtime
+import uuid
+
+from sandbox import cgroups, leftovers, runtime, syscalls
 from sandbox._proc import ProcessChannel, _killpg, run_job, spawn
 from sandbox.base import (
     Channel,
@@ -124,6 +126,10 @@ class BwrapSandbox(Sandbox):
         self._stages: list[tuple[str, str]] = []  # (host source, stage dir) bound in preexec
         self._prefix_args: list[str] = []
         self._runtime: Path | None = None
+        self.name = f"trace-sbx-{uuid.uuid4().hex[:12]}"
+        self.cgroup: cgroups.Cgroup | None = None
+        self._seccomp: str | None = None
+        self._lease: leftovers.Lease | None = None
 
     @property
     def workdir(self) -> str:
@@ -140,11 +146,23 @@ class BwrapSandbox(Sandbox):
     def open(self) -> None:
         if self._opened:
             return
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
         self._runtime = runtime.host_runtime()
-        self._root = Path(tempfile.mkdtemp(prefix="trace-sbx-"))
+        root = Path(tempfile.gettempdir()) / self.name
+        self._lease = leftovers.Lease(self.name, self.backend, root=str(root))
+        self._opened = True  # from here on close() has something to undo
+        root.mkdir(mode=0o711)
+        self._root = root
         os.chmod(self._root, 0o711)  # the sandbox uid may traverse, not list
         self._work = self._root / "work"
         self._work.mkdir(mode=0o700)
+        self.warning = self._set_limits() if self.hardened else None
         if self._as_root:
             os.chown(self._work, self.uid, self.gid)
         # The interpreter prefix, bound read-only at its own path. If the sandbox uid could not
@@ -160,7 +178,29 @@ class BwrapSandbox(Sandbox):
                 self._prefix_args += ["--ro-bind", str(stage), path]
             else:
                 self._prefix_args += ["--ro-bind", path, path]
-        self._opened = True
+
+    def _set_limits(self) -> str | None:
+        """Work dir tmpfs, cgroup and seccomp filter; returns one line naming what could not be set."""
+        assert self._work is not None and self._lease is not None and self._runtime is not None
+        missing: list[str] = []
+        lim = self.limits
+        if self._as_root:
+            opts = f"size={lim.workdir_mb}m,nr_inodes={lim.workdir_inodes},mode=0700,uid={self.uid},gid={self.gid}"
+            if _libc.mount(b"tmpfs", str(self._work).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode()) == 0:
+                self._lease.update(mount=str(self._work))
+            else:
+                missing.append(f"work dir size cap (mount tmpfs: {os.strerror(ctypes.get_errno())})")
+        else:
+            missing.append("work dir size cap (needs root)")
+        self.cgroup, why = cgroups.create(self.name, lim)
+        if self.cgroup is not None:
+            self._lease.update(cgroups=self.cgroup.dirs, cgroup_version=self.cgroup.version)
+        else:
+            missing.append(f"per-sandbox memory/process/CPU limits ({why})")
+        self._seccomp, why = syscalls.bpf_file(str(self._runtime.parent / "seccomp"))
+        if self._seccomp is None:
+            missing.append(f"syscall filter ({why})")
+        return ("limits not enforced on this host: " + "; ".join(missing)) if missing else None
 
     @staticmethod
     def _reachable_by_others(path: str) -> bool:
@@ -188,10 +228,13 @@ class BwrapSandbox(Sandbox):
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
         if self._as_root and self._opened:
             self._kill_uid_leftovers()
-        if self._root is not None:
-            shutil.rmtree(self._root, ignore_errors=True)
+        if self._lease is not None:
+            leftovers.release_resources(self._lease.data)  # cgroup, work dir mount, root dir
+            self._lease.release()
 
     def _kill_uid_leftovers(self) -> None:
         """Belt and braces: no process of this sandbox's private uid may survive close()."""
@@ -206,7 +249,7 @@ class BwrapSandbox(Sandbox):
         path = ":".join([*runtime.python_bin_dirs(), "/usr/local/bin", "/usr/bin", "/bin"])
         return host_env_allowlist(INSIDE_WORK, INSIDE_RUNTIME, path)
 
-    def bwrap_argv(self, argv: list[str], info_fd: int | None = None) -> list[str]:
+    def bwrap_argv(self, argv: list[str], info_fd: int | None = None, seccomp_fd: int | None = None) -> list[str]:
         """The full bwrap command line for argv (exposed for tests and debugging)."""
         assert self._work is not None and self._runtime is not None
         mb = 1024 * 1024
@@ -226,6 +269,7 @@ class BwrapSandbox(Sandbox):
             "--ro-bind", str(self._runtime / "etc" / "group"), "/etc/group",
             "--proc", "/proc",
             "--dev", "/dev",
+            *(["--perms", "1777", "--size", str(self.limits.shm_mb * mb), "--tmpfs", "/dev/shm"] if self.hardened else []),
             "--perms", "1777", "--size", str(max(16, self.limits.file_size_mb) * mb), "--tmpfs", "/tmp",
             *self._prefix_args,
             "--ro-bind", str(self._runtime / "python"), INSIDE_RUNTIME,
@@ -238,10 +282,14 @@ class BwrapSandbox(Sandbox):
             args += ["--setenv", k, v]
         if info_fd is not None:
             args += ["--info-fd", str(info_fd)]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         return [*args, "--", *argv]
 
     def _preexec(self, die_with_us: bool = False):  # type: ignore[no-untyped-def]
         limits, stages, as_root, uid, gid = self.limits, list(self._stages), self._as_root, self.uid, self.gid
+        procs_files = self.cgroup.procs_files() if self.cgroup is not None else []
+        join = cgroups.join
         parent = os.getpid()
         if not as_root:
             # Without root we cannot switch to a private uid, and RLIMIT_NPROC counts every process
@@ -259,6 +307,8 @@ class BwrapSandbox(Sandbox):
                 for src, stage in stages:
                     if libc.mount(src.encode(), stage.encode(), None, _MS_BIND | _MS_REC, None) != 0:
                         raise OSError(ctypes.get_errno(), f"bind {src} failed")
+            if procs_files:
+                join(procs_files)  # before setuid: only root may move a process into the group
             set_rlimits(limits)
             if as_root:
                 os.setgroups([])
@@ -305,16 +355,20 @@ class BwrapSandbox(Sandbox):
         self._check_open()
         assert self._root is not None
         info_r, info_w = os.pipe()
+        seccomp_fd = os.open(self._seccomp, os.O_RDONLY) if self._seccomp else None
         try:
             proc = spawn(
-                self.bwrap_argv(argv, info_fd=info_w), cwd=str(self._root), env={"PATH": "/usr/bin:/bin"},
-                preexec_fn=self._preexec(die_with_us), stdin=stdin, pass_fds=(info_w,),
+                self.bwrap_argv(argv, info_fd=info_w, seccomp_fd=seccomp_fd), cwd=str(self._root),
+                env={"PATH": "/usr/bin:/bin"}, preexec_fn=self._preexec(die_with_us), stdin=stdin,
+                pass_fds=(info_w,) if seccomp_fd is None else (info_w, seccomp_fd),
             )
         except BaseException:
             os.close(info_r)
             raise
         finally:
             os.close(info_w)
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
         with self._procs_lock:
             self._procs.add(proc)
         try:

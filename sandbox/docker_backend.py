@@ -1,9 +1,13 @@
 """Docker backend: one long-lived, locked-down container per sandbox; execs and workers inside it.
 
 The container: no network (``network_mode=none``), read-only root filesystem, ``cap_drop=ALL``,
-``no-new-privileges``, uid/gid 65534, a pids limit, a memory limit (swap included), rlimits for
-CPU seconds / file size / core dumps, a size-capped tmpfs ``/tmp``, a per-sandbox volume at
-``/sandbox/work`` and the trusted runtime in a read-only volume at ``/sandbox/runtime``.
+``no-new-privileges``, the project's default-deny seccomp profile (:mod:`sandbox.syscalls`; Docker's
+default one lets ``io_uring_setup`` through), uid/gid 65534, a pids limit, a memory limit (swap
+included; tmpfs pages count), a CPU quota, rlimits for CPU seconds / file size / core dumps,
+size-capped tmpfs ``/tmp`` and ``/dev/shm``, a per-sandbox work volume at ``/sandbox/work`` that is
+itself a tmpfs capped in bytes and inodes, and the trusted runtime in a read-only volume at
+``/sandbox/runtime``. A lease (:mod:`sandbox.leftovers`) names the container and volume, so the
+next process reaps them if this one is killed.
 Nothing from the host environment is passed in. PID 1 is a tiny reaper (``python -S``) so
 orphans cannot pile up as zombies against the pids limit.
 
@@ -22,6 +26,7 @@ import io
 import json
 import os
 import select
+import signal
 import socket
 import struct
 import tarfile
@@ -31,7 +36,7 @@ import uuid
 import weakref
 from typing import Any
 
-from sandbox import runtime
+from sandbox import leftovers, runtime, syscalls
 from sandbox.base import (
     Channel,
     ExecResult,
@@ -120,11 +125,15 @@ class DockerSandbox(Sandbox):
         super().__init__(limits)
         self.image = image
         docker = _docker()
+        client = None
         try:
-            self.client = docker.from_env(timeout=120)
-            self.client.ping()
+            client = docker.from_env(timeout=120)
+            client.ping()
         except Exception as e:  # noqa: BLE001
+            if client is not None:
+                client.close()
             raise SandboxUnavailable(f"docker daemon not reachable: {e}") from e
+        self.client = client
         self.container: Any = None
         self.volume: Any = None
         self._init_pid: int | None = None
@@ -134,6 +143,7 @@ class DockerSandbox(Sandbox):
         self._worker_pids: set[int] = set()
         self._env: dict[str, str] = {}
         self.name = f"trace-sbx-{uuid.uuid4().hex[:12]}"
+        self._lease: leftovers.Lease | None = None
 
     @property
     def workdir(self) -> str:
@@ -159,7 +169,16 @@ class DockerSandbox(Sandbox):
         Ulimit = docker.types.Ulimit
         try:
             owner = _owner_labels()
-            self.volume = self.client.volumes.create(name=self.name, labels={LABEL: "work", **owner})
+            self._lease = leftovers.Lease(self.name, self.backend, container=self.name, volume=self.name)
+            tmpfs = {"type": "tmpfs", "device": "tmpfs",
+                     "o": f"size={lim.workdir_mb}m,nr_inodes={lim.workdir_inodes},uid={runtime.SANDBOX_UID},"
+                          f"gid={runtime.SANDBOX_GID},mode=0700,nosuid,nodev"}
+            self.volume = self.client.volumes.create(
+                name=self.name, labels={LABEL: "work", **owner}, driver="local",
+                driver_opts=tmpfs if self.hardened else {},
+            )
+            hardening = dict(nano_cpus=int(lim.cpu_quota * 1e9), shm_size=f"{lim.shm_mb}m")
+            seccomp = [f"seccomp={syscalls.docker_profile()}"] if self.hardened else []
             self.container = self.client.containers.run(
                 self.image,
                 ["python", "-S", "-c", INIT_SRC],
@@ -169,10 +188,11 @@ class DockerSandbox(Sandbox):
                 network_mode="none",
                 read_only=True,
                 cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
+                security_opt=["no-new-privileges", *seccomp],
                 pids_limit=lim.max_processes,
                 mem_limit=f"{lim.memory_mb}m",
                 memswap_limit=f"{lim.memory_mb}m",
+                **(hardening if self.hardened else {}),
                 ulimits=[
                     Ulimit(name="cpu", soft=lim.cpu_seconds, hard=lim.cpu_seconds + 1),
                     Ulimit(name="fsize", soft=lim.file_size_mb * mb, hard=lim.file_size_mb * mb),
@@ -230,7 +250,7 @@ class DockerSandbox(Sandbox):
         self.client.volumes.create(name=name, labels={LABEL: "runtime"})
         helper = self.client.containers.create(
             self.image, ["true"], network_mode="none", volumes={name: {"bind": INSIDE_RUNTIME, "mode": "rw"}},
-            labels={LABEL: "helper"},
+            labels={LABEL: "helper", **_owner_labels()},
         )
         try:
             if not helper.put_archive(INSIDE_RUNTIME, runtime.runtime_tar(files)):
@@ -267,6 +287,12 @@ class DockerSandbox(Sandbox):
                     break
                 except Exception:  # noqa: BLE001 - container removal may still be settling
                     time.sleep(0.1)
+        if self._lease is not None:
+            self._lease.release()
+        try:
+            self.client.close()  # no sockets left open until garbage collection
+        except Exception:  # noqa: BLE001
+            pass
 
     # -- process control -------------------------------------------------------------------------------
     def _container_procs(self) -> dict[int, int]:
@@ -295,15 +321,7 @@ class DockerSandbox(Sandbox):
             procs = self._container_procs()
             keep = {self._init_pid}
             if keep_workers:
-                roots = {p for p in self._worker_pids if p in procs}
-                frontier = list(roots)
-                keep |= roots
-                while frontier:
-                    parent = frontier.pop()
-                    for pid, ppid in procs.items():
-                        if ppid == parent and pid not in keep:
-                            keep.add(pid)
-                            frontier.append(pid)
+                keep |= _descendants(procs, {p for p in self._worker_pids if p in procs})
             victims = [p for p in procs if p not in keep and (only is None or p in only)]
             if not victims:
                 return
@@ -315,23 +333,24 @@ class DockerSandbox(Sandbox):
             time.sleep(0.002)
 
     def _kill_tree(self, root: int) -> None:
-        """Kill one worker's process tree (host pids)."""
+        """Kill one worker's process tree (host pids). The worker is its descendants' subreaper, so
+        double-forked daemons are in the tree; the tree is stopped first (no forking while we kill),
+        then killed, until nothing of it is left."""
         if not self._local:
             self._kill_inside()
             return
-        procs = self._container_procs()
-        tree, frontier = {root}, [root]
-        while frontier:
-            parent = frontier.pop()
-            for pid, ppid in procs.items():
-                if ppid == parent and pid not in tree:
-                    tree.add(pid)
-                    frontier.append(pid)
-        for p in tree:
-            try:
-                os.kill(p, 9)
-            except OSError:
-                pass
+        for _ in range(50):
+            procs = self._container_procs()
+            tree = _descendants(procs, {root} & set(procs))
+            if not tree:
+                return
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for p in tree:
+                    try:
+                        os.kill(p, sig)
+                    except OSError:
+                        pass
+            time.sleep(0.002)
 
     def _kill_inside(self) -> None:
         """Remote daemon: kill from inside (everything but PID 1, workers included)."""
@@ -555,6 +574,13 @@ class _DockerChannel(Channel):
         self.sb._worker_pids.discard(self.pid)
         if self.pid and not self.sb._closed:
             self.sb._kill_tree(self.pid)
+            # Daemons that escaped the tree before the worker became their subreaper: when no exec is
+            # running, everything that is not PID 1 or another live worker's tree goes too.
+            if self.sb._exec_lock.acquire(blocking=False):
+                try:
+                    self.sb._reap(keep_workers=True)
+                finally:
+                    self.sb._exec_lock.release()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -578,6 +604,18 @@ class _DockerChannel(Channel):
             time.sleep(0.02)
 
 
+def _descendants(procs: dict[int, int], roots: set[int]) -> set[int]:
+    """``roots`` and every process below them, from a pid -> ppid map."""
+    found, frontier = set(roots), list(roots)
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in procs.items():
+            if ppid == parent and pid not in found:
+                found.add(pid)
+                frontier.append(pid)
+    return found
+
+
 def _remove_quietly(client: Any, container_id: str, volume: str) -> None:
     try:
         client.api.remove_container(container_id, force=True)
@@ -591,32 +629,40 @@ def _remove_quietly(client: Any, container_id: str, volume: str) -> None:
 
 def _owner_labels() -> dict[str, str]:
     """Who created a container: lets prune() remove only what a dead process left behind."""
-    import socket as _socket
-
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            stat = f.read()
-        start = stat[stat.rindex(b")") + 2:].split()[19].decode()
-    except (OSError, IndexError):
-        start = "?"
-    return {f"{LABEL}.owner": f"{_socket.gethostname()}:{os.getpid()}:{start}"}
+    return {f"{LABEL}.owner": leftovers.owner_id()}
 
 
 def _owner_alive(owner: str) -> bool:
-    import socket as _socket
+    return leftovers.owner_alive(owner)
 
+
+def remove_container_and_volume(container: str | None, volume: str | None) -> list[str]:
+    """Remove one sandbox's container and work volume by name (the reaper's Docker half)."""
+    removed: list[str] = []
     try:
-        host, pid, start = owner.rsplit(":", 2)
-    except ValueError:
-        return True  # unknown format: leave it alone
-    if host != _socket.gethostname():
-        return True  # another machine's daemon client: not ours to judge
+        client = _docker().from_env(timeout=60)
+    except Exception:  # noqa: BLE001 - no daemon: nothing of ours can be running there either
+        return removed
     try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            stat = f.read()
-    except (OSError, ValueError):
-        return False
-    return start == "?" or stat[stat.rindex(b")") + 2:].split()[19].decode() == start
+        if container:
+            try:
+                client.api.remove_container(container, force=True)
+                removed.append(f"container {container}")
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        if volume:
+            for _ in range(5):
+                try:
+                    client.api.remove_volume(volume, force=True)
+                    removed.append(f"volume {volume}")
+                    break
+                except Exception as e:  # noqa: BLE001
+                    if "no such volume" in str(e).lower() or "not found" in str(e).lower():
+                        break
+                    time.sleep(0.1)
+    finally:
+        client.close()
+    return removed
 
 
 def prune() -> list[str]:
@@ -624,6 +670,13 @@ def prune() -> list[str]:
     kill -9). Sandboxes of live processes - other users' tests, a long training run - are kept."""
     docker = _docker()
     client = docker.from_env(timeout=60)
+    try:
+        return _prune(client)
+    finally:
+        client.close()
+
+
+def _prune(client: Any) -> list[str]:
     removed = []
     for c in client.containers.list(all=True, filters={"label": LABEL}):
         owner = c.labels.get(f"{LABEL}.owner")

@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from sandbox import runtime
+from sandbox import leftovers, runtime
 from sandbox._proc import ProcessChannel, _killpg, run_job, spawn
 from sandbox.base import (
     Channel,
@@ -65,6 +65,7 @@ class UnsafeSubprocessSandbox(Sandbox):
             return
         self._rt = runtime.host_runtime()
         self._root = Path(tempfile.mkdtemp(prefix="trace-unsafe-"))
+        self._lease = leftovers.Lease(self._root.name, self.backend, root=str(self._root))
         (self._root / "work").mkdir()
         self._opened = True
 
@@ -84,6 +85,8 @@ class UnsafeSubprocessSandbox(Sandbox):
                 pass
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
+        if getattr(self, "_lease", None) is not None:
+            self._lease.release()
 
     def _env(self) -> dict[str, str]:
         path = ":".join([*runtime.python_bin_dirs(), "/usr/local/bin", "/usr/bin", "/bin"])

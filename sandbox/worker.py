@@ -1,49 +1,264 @@
-"""Generic JSON-lines worker: ``python -m sandbox.worker HANDLER_MODULE``.
+"""Generic JSON-lines worker: ``python -m sandbox.worker HANDLER_MODULE [--hash-seed N]``. Runs INSIDE the sandbox.
 
-Runs inside the sandbox. The handler module exposes ``METHODS: dict[str, Callable[[dict], Any]]``.
-One JSON request per stdin line -> one JSON response per stdout line:
+The handler module exposes ``METHODS: dict[str, Callable[[dict], Any]]``. One JSON request per stdin line
+-> one JSON response per line on the protocol stream:
 
     {"id": 1, "method": "echo", "params": {...}}  ->  {"id": 1, "result": ...}
                                                   |  {"id": 1, "error": {"type", "message", "traceback"}}
 
-The first line written is ``{"id": null, "event": "ready", ...}`` once the handler imported (or
-an error line and exit 1 if it did not). Every exception from a method is returned, never
-raised; a bad input line gets an error with id null; the loop ends only at stdin EOF.
+The first line written is ``{"id": null, "event": "ready", ...}`` once the handler imported (or an error
+line and exit 1 if it did not). Every exception from a method is returned, never raised; a bad input line
+gets an error with id null; the loop ends only at stdin EOF.
 
-The protocol owns the real stdout: fd 1 is re-pointed at stderr before the handler is imported,
-so a stray ``print`` in untrusted env code cannot corrupt the stream.
+Integrity: env code runs in this process, so nothing it can rebind may decide what the host receives.
+
+- The protocol owns the real stdout: fd 1 is re-pointed at stderr before the handler is imported (a stray
+  ``print`` cannot corrupt the stream) and replies go out through ``os.write`` on a private fd.
+- The encoder and decoder are the C ones (``_json``), and ``os.write``/``os.read`` are captured when this
+  module is imported, before any env code exists: replacing ``json.dumps`` or ``os.write`` changes nothing.
+- Results are copied into exact built-in types (``_plain``) through the base types' own methods, so a
+  ``str``/``float``/``dict`` subclass cannot lie to the encoder; depth and size are bounded.
+- After every call, the state of every trusted module (the worker, the handler, ``trace_env``, ``json``,
+  ``jsonschema``, ``builtins`` and every module they reference) is compared with a snapshot taken before the
+  first env code ran: module globals, class attributes and function code. A difference ends the worker with
+  a fatal ``IntegrityError`` reply naming what changed. The comparison's own helpers are checked from the
+  serving frame, whose code cannot be swapped while it runs.
+
+This holds against Python-level tampering (the static check already refuses the usual spellings). Code
+that escapes to native level (ctypes) could still write to the protocol fd; the sandbox is the boundary
+that keeps that from mattering to the host, and the host validates every reply by shape.
 """
 
 from __future__ import annotations
 
+import _json
+import builtins
 import importlib
-import json
 import os
 import sys
 import traceback
-from typing import Any, Callable
+import types
+from typing import Any, Callable, Iterable, Iterator
 
 _TB_LIMIT = 4000
+MAX_DEPTH = 100
+MAX_REPLY_BYTES = 32 * 1024 * 1024
+_TRUSTED_ROOTS = ("trace_env", "sandbox", "json", "jsonschema", "referencing", "builtins", "__main__")
+
+# --- captured before any env code is imported ------------------------------------------------------
+_write = os.write
+_read = os.read
+_waitpid, _WNOHANG = os.waitpid, os.WNOHANG
+_reaping: list[bool] = []  # non-empty once this process is a child subreaper
+_str, _int, _float, _bool, _dict, _list, _tuple, _type = str, int, float, bool, dict, list, tuple, type
+_isinstance, _len, _id, _map, _repr = isinstance, len, id, map, repr
+_dict_items, _list_iter, _tuple_iter = dict.items, list.__iter__, tuple.__iter__
+_str_copy, _int_copy, _float_copy = str.__str__, int.__int__, float.__float__
+_float_repr, _int_repr = float.__repr__, int.__repr__
 
 
-def _error(exc: BaseException) -> dict[str, Any]:
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return {"type": type(exc).__name__, "message": str(exc), "traceback": tb[-_TB_LIMIT:]}
+def _no_default(obj: object) -> object:
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+# separators without spaces; ensure_ascii: the stream is plain ASCII whatever the env returns
+_encoder = _json.make_encoder(None, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
+
+
+def _encode(obj: object) -> str:
+    return "".join(_encoder(obj, 0))
+
+
+def _scanner() -> Callable[[str, int], tuple[Any, int]]:
+    import json.decoder
+
+    return _json.make_scanner(json.decoder.JSONDecoder())
+
+
+_scan = _scanner()
+
+
+class SerializationError(Exception):
+    """A result that cannot go to the host as JSON (too deep, circular, too large, bad key)."""
+
+
+def _plain(value: object, depth: int = 0) -> object:
+    """A copy of ``value`` in exact JSON types, read through the base types' own methods."""
+    if depth > MAX_DEPTH:
+        raise SerializationError(f"result nested deeper than {MAX_DEPTH} levels (or circular)")
+    kind = _type(value)
+    if value is None or kind is _bool:
+        return value
+    if kind is _str or kind is _int or kind is _float:
+        return value
+    if _isinstance(value, _str):
+        return _str_copy(value)
+    if _isinstance(value, _bool):
+        return _bool(value)
+    if _isinstance(value, _int):
+        return _int_copy(value)
+    if _isinstance(value, _float):
+        return _float_copy(value)
+    if _isinstance(value, _dict):
+        return {_key(k): _plain(v, depth + 1) for k, v in _dict_items(value)}
+    if _isinstance(value, _list):
+        return [_plain(v, depth + 1) for v in _list_iter(value)]
+    if _isinstance(value, _tuple):
+        return [_plain(v, depth + 1) for v in _tuple_iter(value)]
+    text = _str(value)  # sets, datetimes, objects: their text, as json.dumps(default=str) gave before
+    return _str_copy(text) if _isinstance(text, _str) else _repr(text)
+
+
+def _key(key: object) -> str:
+    kind = _type(key)
+    if kind is _str:
+        return key  # type: ignore[return-value]
+    if _isinstance(key, _str):
+        return _str_copy(key)
+    if key is None or _isinstance(key, _bool):
+        return {None: "null", True: "true", False: "false"}[key]  # type: ignore[index]
+    if _isinstance(key, _int):
+        return _int_repr(key)
+    if _isinstance(key, _float):
+        return _float_repr(key)
+    raise SerializationError(f"dict keys must be str, int, float, bool or None, not {kind.__name__}")
+
+
+def _error(exc: BaseException, kind: str | None = None) -> dict[str, Any]:
+    try:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        message = str(exc)
+    except BaseException as e:  # noqa: BLE001 - an exception whose __str__ raises
+        tb, message = "", f"<unprintable exception: {type(e).__name__}>"
+    return {"type": kind or type(exc).__name__, "message": _plain(message), "traceback": _plain(tb[-_TB_LIMIT:])}
 
 
 def _dumps(obj: dict[str, Any]) -> str:
     try:
-        return json.dumps(obj, default=str, allow_nan=True)
-    except Exception as e:  # noqa: BLE001 - e.g. circular structures: report, do not die
-        return json.dumps({"id": obj.get("id"), "error": {"type": "SerializationError", "message": str(e)[:2000]}})
+        text = _encode(_plain(obj))
+    except (SerializationError, TypeError, ValueError, RecursionError) as e:
+        return _encode({"id": _plain(obj.get("id")), "error": {"type": "SerializationError", "message": _str(e)[:2000], "traceback": ""}})
+    if _len(text) > MAX_REPLY_BYTES:
+        return _encode({"id": _plain(obj.get("id")), "error": {
+            "type": "SerializationError", "message": f"reply of {_len(text)} bytes is over {MAX_REPLY_BYTES}", "traceback": ""}})
+    return text
 
 
-def serve(methods: dict[str, Callable[[dict], Any]], inp, out, info: dict[str, Any] | None = None) -> None:  # type: ignore[no-untyped-def]
-    """The request loop (separate from main() so it can be tested in-process)."""
+def _loads(line: str) -> Any:
+    obj, end = _scan(line, 0)
+    if line[end:].strip():
+        raise ValueError("extra data after the JSON value")
+    return obj
+
+
+# --- integrity of trusted state ----------------------------------------------------------------------
+
+
+_CORE = ("trace_env", "sandbox")
+_HEAPTYPE = 1 << 9
+
+
+def _trusted_modules() -> tuple[list[types.ModuleType], list[types.ModuleType]]:
+    """(core, referenced): the protocol, handler, engine and SDK with ``builtins``; and the modules their
+    globals name (``json``, ``jsonschema``, ``re``...), whose attributes trusted code looks up at run time."""
+    core = [m for name, m in list(sys.modules.items())
+            if isinstance(m, types.ModuleType) and (name.split(".")[0] in _CORE or name == "__main__")]
+    core.append(builtins)
+    seen = {id(m) for m in core}
+    referenced = []
+    for m in core:
+        for v in list(vars(m).values()):
+            if isinstance(v, types.ModuleType) and id(v) not in seen and v.__name__ not in ("sys", "os", "posix"):
+                seen.add(id(v))
+                referenced.append(v)
+    return core, referenced
+
+
+class Snapshot:
+    """Identity of what trusted code looks up at run time: module globals, class attributes, function code.
+
+    Cheap to compare (about a hundred microseconds): per namespace, its size and the ids of its values,
+    compared as lists in C; only on a difference is the detail worked out.
+    """
+
+    def __init__(self) -> None:
+        self.spaces: list[tuple[str, Any, int, list[int]]] = []
+        self.codes: list[tuple[str, Any, object]] = []
+        core, referenced = _trusted_modules()
+        self._seen: set[int] = set()
+        self._modules = {id(m) for m in core + referenced}
+        self._count = len(sys.modules)
+        for module in core:
+            self._add(module.__name__, vars(module), module.__name__, self._seen, deep=True)
+        for module in referenced:
+            self._add(module.__name__, vars(module), module.__name__, self._seen, deep=False)
+
+    def _adopt_new_modules(self) -> None:
+        """Trusted modules imported since (a kit the env imports): covered from the end of that call on."""
+        if len(sys.modules) == self._count:
+            return
+        self._count = len(sys.modules)
+        for name, module in list(sys.modules.items()):
+            if (isinstance(module, types.ModuleType) and name.split(".")[0] in _CORE
+                    and id(module) not in self._modules):
+                self._modules.add(id(module))
+                self._add(name, vars(module), name, self._seen, deep=True)
+
+    def _add(self, label: str, space: Any, module: str, seen: set[int], deep: bool) -> None:
+        self.spaces.append((label, space, len(space), list(map(id, space.values()))))
+        if not deep:
+            return
+        for name, value in list(space.items()):
+            func = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+            if isinstance(value, property):
+                func = value.fget
+            if isinstance(func, types.FunctionType):
+                self.codes.append((f"{label}.{name}", func, func.__code__))
+            elif (isinstance(value, type) and value.__flags__ & _HEAPTYPE and value.__module__ == module
+                  and id(value) not in seen):
+                seen.add(id(value))
+                self._add(f"{module}.{value.__qualname__}", vars(value), module, seen, deep=True)
+
+    def changes(self) -> list[str]:
+        """What differs from the snapshot (new submodule attributes are allowed and absorbed)."""
+        found: list[str] = []
+        for index, (label, space, size, ids) in enumerate(self.spaces):
+            if len(space) == size and list(map(id, space.values())) == ids:
+                continue
+            here = self._detail(label, space, ids)
+            if here:
+                found += here
+            else:  # only submodules appeared (an import): absorb them
+                self.spaces[index] = (label, space, len(space), list(map(id, space.values())))
+        found += [f"the code of {label} was replaced" for label, func, code in self.codes if func.__code__ is not code]
+        if not found:
+            self._adopt_new_modules()
+        return found
+
+    @staticmethod
+    def _detail(label: str, space: Any, ids: list[int]) -> list[str]:
+        now, before = set(map(id, space.values())), set(ids)
+        gone = [i for i in ids if i not in now]
+        added = [k for k, v in list(space.items()) if id(v) not in before and not isinstance(v, types.ModuleType)]
+        out = [f"{label}.{k} was replaced or added" for k in added]
+        if gone and not added:
+            out.append(f"{label}: {len(gone)} attribute(s) deleted")
+        return out
+
+
+# --- the loop ------------------------------------------------------------------------------------------
+
+
+def serve(methods: dict[str, Callable[[dict], Any]], inp: Iterable[str], out: Any, info: dict[str, Any] | None = None,
+          checked: bool = True) -> None:
+    """The request loop (separate from main() so it can be tested in-process). ``checked=False`` skips
+    the integrity check (only the benchmark asks, to measure its cost)."""
+    snapshot = Snapshot() if checked else None
+    helpers = [(f, f.__code__) for f in (_plain, _key, _dumps, _error, _encode, _loads, Snapshot.changes, _send_to)]
+    methods = dict(methods)
 
     def send(obj: dict[str, Any]) -> None:
-        out.write(_dumps(obj) + "\n")
-        out.flush()
+        _send_to(out, _dumps(obj) + "\n")
 
     send({"id": None, "event": "ready", "pid": os.getpid(), "methods": sorted(methods), **(info or {})})
     for raw in inp:
@@ -51,75 +266,128 @@ def serve(methods: dict[str, Callable[[dict], Any]], inp, out, info: dict[str, A
             continue
         req_id: Any = None
         try:
-            req = json.loads(raw)
-            if not isinstance(req, dict):
+            req = _loads(raw)
+            if type(req) is not dict:
                 raise ValueError("request must be a JSON object")
             req_id = req.get("id")
             method = req.get("method")
             params = req.get("params", {})
-            if not isinstance(method, str):
+            if type(method) is not str:
                 raise ValueError("request needs a string 'method'")
             if params is None:
                 params = {}
-            if not isinstance(params, dict):
+            if type(params) is not dict:
                 raise ValueError("'params' must be an object")
         except Exception as e:  # noqa: BLE001
-            err = _error(e)
-            err["type"] = "BadRequest"
-            send({"id": req_id if isinstance(req_id, (int, str)) else None, "error": err})
+            send({"id": req_id if type(req_id) in (int, str) else None, "error": _error(e, "BadRequest")})
             continue
         fn = methods.get(method)
         if fn is None:
-            send({"id": req_id, "error": {"type": "MethodNotFound", "message": f"unknown method {method!r}",
-                                          "traceback": ""}})
+            send({"id": req_id, "error": {"type": "MethodNotFound", "message": f"unknown method {method!r}", "traceback": ""}})
             continue
         try:
-            result = fn(params)
+            reply: dict[str, Any] = {"id": req_id, "result": fn(params)}
         except BaseException as e:  # noqa: BLE001 - SystemExit/KeyboardInterrupt from env code too
-            send({"id": req_id, "error": _error(e)})
-            continue
-        send({"id": req_id, "result": result})
+            reply = {"id": req_id, "error": _error(e)}
+        _reap_orphans()
+        swapped = [f"the code of {f.__name__} was replaced" for f, code in helpers if f.__code__ is not code]
+        changed = swapped or (snapshot.changes() if snapshot is not None else [])
+        if changed:
+            shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
+            send({"id": req_id, "error": {"type": "IntegrityError", "fatal": True, "traceback": "",
+                                          "message": f"env code changed trusted code or state: {shown}"}})
+            return
+        send(reply)
+
+
+def _reap_orphans() -> None:
+    """Collect exited orphans re-parented to this worker (see :func:`_subreaper`), after each call."""
+    while _reaping:
+        try:
+            pid, _ = _waitpid(-1, _WNOHANG)
+        except (ChildProcessError, OSError):
+            return
+        if pid == 0:
+            return
+
+
+def _send_to(out: Any, text: str) -> None:
+    if isinstance(out, int):
+        data = text.encode("ascii")
+        while data:
+            data = data[_write(out, data):]
+    else:
+        out.write(text)
+        out.flush()
+
+
+def _lines(fd: int) -> Iterator[str]:
+    """Request lines from ``fd`` through the captured ``os.read`` (not ``sys.stdin``, which env code can rebind)."""
+    pending = b""
+    while True:
+        chunk = _read(fd, 1 << 16)
+        if not chunk:
+            if pending.strip():
+                yield pending.decode("utf-8", "replace")
+            return
+        pending += chunk
+        if b"\n" in chunk:
+            *complete, pending = pending.split(b"\n")
+            for line in complete:
+                yield line.decode("utf-8", "replace")
 
 
 def _with_hash_seed(argv: list[str]) -> list[str]:
     """``HANDLER --hash-seed N``: string hashing is fixed when the interpreter starts, so re-exec with
     ``PYTHONHASHSEED=N`` unless it is already set to that."""
-    if len(argv) == 3 and argv[1] == "--hash-seed" and argv[2].isdigit():
-        if os.environ.get("PYTHONHASHSEED") != argv[2]:
-            env = dict(os.environ, PYTHONHASHSEED=argv[2])
+    if len(argv) >= 3 and argv[-2] == "--hash-seed" and argv[-1].isdigit():
+        if os.environ.get("PYTHONHASHSEED") != argv[-1]:
+            env = dict(os.environ, PYTHONHASHSEED=argv[-1])
             os.execve(sys.executable, [sys.executable, "-m", "sandbox.worker", *argv], env)
-        return argv[:1]
+        return argv[:-2]
     return argv
+
+
+def _subreaper() -> None:
+    """Orphans of env code (double-forked daemons) re-parent to this worker, not to the sandbox's PID 1, so
+    killing the worker's process tree kills them too (Docker: several workers share one container)."""
+    try:
+        import ctypes
+
+        if ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0:  # PR_SET_CHILD_SUBREAPER
+            _reaping.append(True)
+    except Exception:  # noqa: BLE001 - not Linux, or no libc: the tree kill is then best effort
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = _with_hash_seed(list(sys.argv[1:] if argv is None else argv))
+    checked = "--unchecked" not in argv
+    argv = [a for a in argv if a != "--unchecked"]
     # Keep the real stdout for the protocol; everything else printing to fd 1 goes to stderr.
-    proto = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    proto = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    inp = sys.stdin
     if len(argv) != 1:
-        proto.write(_dumps({"id": None, "error": {"type": "UsageError",
-                                                  "message": "usage: python -m sandbox.worker HANDLER_MODULE [--hash-seed N]"}}) + "\n")
-        proto.flush()
+        _send_to(proto, _dumps({"id": None, "error": {"type": "UsageError",
+                                                      "message": "usage: python -m sandbox.worker HANDLER_MODULE [--unchecked] [--hash-seed N]"}}) + "\n")
         return 2
+    _subreaper()
     try:
         module = importlib.import_module(argv[0])
         methods = getattr(module, "METHODS")
         if not isinstance(methods, dict):
             raise TypeError(f"{argv[0]}.METHODS must be a dict, got {type(methods).__name__}")
     except BaseException as e:  # noqa: BLE001
-        proto.write(_dumps({"id": None, "error": _error(e)}) + "\n")
-        proto.flush()
+        _send_to(proto, _dumps({"id": None, "error": _error(e)}) + "\n")
         return 1
-    serve(methods, inp, proto, {"handler": argv[0]})
+    serve(methods, _lines(0), proto, {"handler": argv[0], "integrity_checked": checked}, checked=checked)
     return 0
 
 
 if __name__ == "__main__":
     code = main()
-    sys.stderr.flush()
-    # stdin closed (the host went away) or a fatal start error: leave now, even if env code
-    # started non-daemon threads that would otherwise keep this process alive.
+    builtins.print(end="", file=sys.stderr, flush=True)
+    # stdin closed (the host went away), a fatal start error or an integrity failure: leave now, even if
+    # env code started non-daemon threads that would otherwise keep this process alive.
     os._exit(code)

@@ -3,8 +3,10 @@
 #   bash scripts/sandbox-services.sh          bubblewrap and Docker (daemon + offline image)
 #   bash scripts/sandbox-services.sh bwrap    bubblewrap only (enough for `factory build`)
 #
-# Idempotent: installs bubblewrap + docker.io only if missing, starts dockerd only if
-# `docker info` does not answer, builds the offline sandbox image only if it is missing.
+# Idempotent: installs bubblewrap, python3-seccomp (the syscall filter is compiled with it) and
+# docker.io only if missing, starts dockerd only if `docker info` does not answer, builds the
+# offline sandbox image only if it is missing. Says which aggregate limits this host can hold
+# (cgroup version, seccomp) - the sandbox reports the same at run time.
 # Never fails the caller because docker could not start: it prints why and exits 0, and
 # the docker tests then skip with the reason from sandbox.available_backends().
 set -u
@@ -40,6 +42,27 @@ if command -v bwrap >/dev/null 2>&1; then
     log "bwrap installed but a probe failed: $(head -c 300 /tmp/sandbox-services-bwrap.err)"
   fi
 fi
+
+# --- aggregate limits: seccomp filter and cgroups ----------------------------------------
+here="$(cd "$(dirname "$0")/.." && pwd)"
+if ! /usr/bin/python3 -c "import seccomp" >/dev/null 2>&1; then
+  log "installing python3-seccomp (compiles the sandbox's syscall filter)"
+  apt_install python3-seccomp || log "python3-seccomp install failed: sandboxes will run without a syscall filter"
+fi
+if filter="$("$PY" "$here/sandbox/syscalls.py" --build-cache 2>&1)"; then
+  log "seccomp filter: $filter"
+else
+  log "no seccomp filter: $filter"
+fi
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+  log "cgroup v2 (controllers: $(cat /sys/fs/cgroup/cgroup.controllers))"
+elif [ -d /sys/fs/cgroup/memory ] && [ -d /sys/fs/cgroup/pids ] && [ -d /sys/fs/cgroup/cpu ]; then
+  log "cgroup v1 (memory, pids, cpu)"
+else
+  log "no usable cgroups: memory/process/CPU limits will hold per process only"
+fi
+# sandboxes left behind by processes that were killed (their leases name what to remove)
+(cd "$here" && "$PY" -m sandbox.leftovers >/dev/null 2>&1) || true
 
 if [ "${1:-}" = "bwrap" ]; then
   exit 0
@@ -80,7 +103,6 @@ fi
 
 if [ "$docker_ok" = 1 ]; then
   log "docker answers"
-  here="$(cd "$(dirname "$0")/.." && pwd)"
   # sandbox containers left behind by processes that died without close() (live ones are kept)
   (cd "$here" && "$PY" -m sandbox.docker_backend prune >/dev/null 2>&1) || true
   if docker image inspect "$IMAGE" >/dev/null 2>&1; then

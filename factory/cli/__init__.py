@@ -12,6 +12,7 @@ import typer
 
 from factory.cli import analyze, build, envs, validate
 from factory.cli.common import errors, safe
+from sandbox.leftovers import reap_once
 
 app = typer.Typer(
     name="factory",
@@ -46,6 +47,7 @@ def _usage_error_types() -> tuple[type[Exception], ...]:
 
 def main() -> None:
     """Entry point. Usage errors (unknown flags, missing values) get one line, like every other bad input."""
+    reap_once()  # sandboxes of processes that were killed (kill -9) before they could close them
     try:
         code = app(standalone_mode=False)
     except _usage_error_types() as exc:

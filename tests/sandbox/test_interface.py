@@ -270,7 +270,9 @@ def test_limits_model_validates() -> None:
         SandboxLimits(memory_mb=0)
     assert SandboxLimits().model_dump() == {
         "cpu_seconds": 30, "memory_mb": 1024, "file_size_mb": 64, "max_processes": 64,
-        "wall_timeout_s": 60, "output_cap_bytes": 1_000_000,
+        "wall_timeout_s": 60, "output_cap_bytes": 1_000_000, "cpu_quota": 1.0, "workdir_mb": 256,
+        "workdir_inodes": 10_000, "shm_mb": 16, "reply_max_bytes": 32 * 1024 * 1024,
+        "unsolicited_output_bytes": 1024 * 1024,
     }
 
 

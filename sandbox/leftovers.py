@@ -1,0 +1,207 @@
+"""Nothing a sandbox creates outlives its owner, even after ``kill -9``. Host side.
+
+Every sandbox, as it opens, writes a *lease*: a small JSON file naming its owner (host, pid and the pid's
+start time, so a recycled pid is not mistaken for the owner) and everything it is about to create: the
+bwrap root dir and its tmpfs work dir mount, its cgroup dirs, the Docker container and volume. ``close()``
+removes the resources, then the lease. :func:`reap` sweeps the leases of owners that are gone and removes
+what they name; it costs one ``listdir`` when there is nothing to do, and imports the Docker SDK only when
+a dead lease names a container. It runs once per process: at the start of every ``factory`` command and
+before a process opens its first sandboxed env.
+
+Leases live in ``<runtime root>/leases`` (``$TRACE_SANDBOX_RUNTIME_DIR``, default
+``/tmp/trace-factory-runtime``): processes that share that directory reap each other's leftovers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+_MNT_DETACH = 2
+_lock = threading.Lock()
+_reaped = False
+#: Temporary runtime copies (``.<digest>-*``) older than this are debris of a killed copy.
+RUNTIME_DEBRIS_AGE_S = 600
+
+
+def owner_id() -> str:
+    """``host:pid:starttime`` of this process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid()) or '?'}"
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2:].split()[19].decode()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def owner_alive(owner: str) -> bool:
+    """False only when the owner certainly is gone (same host, and its pid is dead or reused)."""
+    try:
+        host, pid, start = owner.rsplit(":", 2)
+        number = int(pid)
+    except ValueError:
+        return True  # unknown format: leave it alone
+    if host != socket.gethostname():
+        return True  # another machine's process: not ours to judge
+    current = _start_time(number)
+    return current is not None and (start == "?" or current == start)
+
+
+def lease_dir() -> Path:
+    base = os.environ.get("TRACE_SANDBOX_RUNTIME_DIR") or os.path.join(tempfile.gettempdir(), "trace-factory-runtime")
+    return Path(base) / "leases"
+
+
+class Lease:
+    """The record of one open sandbox. ``update`` adds resources as they are created."""
+
+    def __init__(self, name: str, backend: str, **resources: Any) -> None:
+        self.path = lease_dir() / f"{name}.json"
+        self.data: dict[str, Any] = {"owner": owner_id(), "backend": backend, "name": name, **resources}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.chmod(self.path.parent, 0o755)
+        except OSError:
+            pass
+        self._write()
+
+    def update(self, **resources: Any) -> None:
+        self.data.update(resources)
+        self._write()
+
+    def _write(self) -> None:
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.data))
+        os.replace(tmp, self.path)
+
+    def release(self) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def reap_once() -> list[str]:
+    """:func:`reap`, the first time this is called in a process (later calls cost nothing)."""
+    global _reaped
+    with _lock:
+        if _reaped:
+            return []
+        _reaped = True
+    try:
+        return reap()
+    except Exception:  # noqa: BLE001 - cleanup of others' debris must never break this process's work
+        return []
+
+
+def reap() -> list[str]:
+    """Remove what sandboxes of dead owners left behind; returns a line per thing removed."""
+    removed: list[str] = []
+    directory = lease_dir()
+    try:
+        names = [n for n in os.listdir(directory) if n.endswith(".json")]
+    except OSError:
+        names = []
+    for name in names:
+        path = directory / name
+        try:
+            if path.stat().st_uid != os.geteuid():
+                continue  # another user's lease is not ours to act on
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or owner_alive(str(data.get("owner", ""))):
+            continue
+        removed += release_resources(data)
+        try:
+            path.unlink()
+        except OSError:
+            pass
+    removed += _runtime_debris(directory.parent)
+    return removed
+
+
+def release_resources(data: dict[str, Any]) -> list[str]:
+    """Kill and remove everything a lease names (also what ``close()`` does, in the same order).
+
+    Only what a sandbox can have created is touched, whatever the lease says: cgroups named
+    ``trace-factory/trace-sbx-*``, a ``trace-sbx-*/work`` mount, a ``trace-sbx-*``/``trace-unsafe-*``
+    dir, a ``trace-sbx-*`` container and volume.
+    """
+    removed: list[str] = []
+    cgroup_dirs = [d for d in data.get("cgroups") or [] if isinstance(d, str) and _is_sandbox_cgroup(d)]
+    if cgroup_dirs:
+        from sandbox.cgroups import Cgroup
+
+        Cgroup(int(data.get("cgroup_version") or 1), cgroup_dirs).remove()
+        removed.append(f"cgroup {os.path.basename(cgroup_dirs[0])}")
+    mount = data.get("mount")
+    if isinstance(mount, str) and os.path.basename(mount) == "work" and _is_sandbox_name(os.path.dirname(mount)):
+        unmount(mount)
+    root = data.get("root")
+    if isinstance(root, str) and _is_sandbox_name(root, "trace-sbx-", "trace-unsafe-") and os.path.isdir(root):
+        shutil.rmtree(root, ignore_errors=True)
+        removed.append(f"work dir {root}")
+    container, volume = data.get("container"), data.get("volume")
+    container = container if isinstance(container, str) and _is_sandbox_name(container) else None
+    volume = volume if isinstance(volume, str) and _is_sandbox_name(volume) else None
+    if container or volume:
+        from sandbox.docker_backend import remove_container_and_volume
+
+        removed += remove_container_and_volume(container, volume)
+    return removed
+
+
+def _is_sandbox_name(path: str, *prefixes: str) -> bool:
+    return os.path.basename(path.rstrip("/")).startswith(prefixes or ("trace-sbx-",))
+
+
+def _is_sandbox_cgroup(path: str) -> bool:
+    real = os.path.realpath(path)
+    return (real.startswith("/sys/fs/cgroup/") and _is_sandbox_name(real)
+            and os.path.basename(os.path.dirname(real)) == "trace-factory")
+
+
+def unmount(path: str) -> None:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    for _ in range(3):
+        if not os.path.ismount(path):
+            return
+        libc.umount2(path.encode(), _MNT_DETACH)
+
+
+def _runtime_debris(runtime: Path) -> list[str]:
+    """Half-written runtime copies (``.<digest>-*``, renamed into place when complete) of killed processes."""
+    removed = []
+    try:
+        entries = list(os.scandir(runtime))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        if entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+            try:
+                if now - entry.stat(follow_symlinks=False).st_mtime > RUNTIME_DEBRIS_AGE_S:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    removed.append(f"runtime debris {entry.path}")
+            except OSError:
+                continue
+    return removed
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use: python -m sandbox.leftovers
+    print("\n".join(reap()) or "nothing left behind by dead processes")

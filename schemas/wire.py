@@ -1,0 +1,113 @@
+"""What a sandboxed env worker (``trace_env.handler``) may answer, checked on the host before anything uses it.
+
+The worker runs untrusted env code, so its replies are validated by shape: a reward is a finite float (not
+a string, a dict or NaN), lists are lists, flags are booleans, sizes are bounded. A reply that does not fit
+fails the call that asked for it with :class:`sandbox.WorkerBadReply` and a message naming the field, and so
+fails the gate check or the env step that made the call - never a traceback further on.
+
+Bounds are generous for honest envs (episodes of hundreds of steps, thousands of tools' worth of schema)
+and exist so that one reply cannot make the host do unbounded work.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+
+FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Name = Annotated[StrictStr, Field(max_length=256)]
+Text = Annotated[StrictStr, Field(max_length=4_000_000)]
+MAX_ITEMS = 10_000
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=False)
+
+
+class LoadReply(_Reply):
+    """``load``: what the env declares. Missing members stay None so the interface check can name them."""
+
+    capability: Optional[Name] = None
+    target: Optional[Name] = None
+    description: Optional[Text] = None
+    tool_names: Optional[list[Name]] = Field(None, max_length=1000)
+    tools: Optional[list[dict[str, Any]]] = Field(None, max_length=1000)
+    max_steps: Optional[StrictInt] = None
+    write_tools: list[Name] = Field(default_factory=list, max_length=1000)
+    terminal_tools: list[Name] = Field(default_factory=list, max_length=1000)
+
+
+class GenerateReply(_Reply):
+    fingerprint: Name
+    truth: Any = None
+    meta: Any = None
+
+
+class EnvErrorItem(BaseModel):
+    where: Annotated[StrictStr, Field(max_length=1000)]
+    error: Annotated[StrictStr, Field(max_length=10_000)]
+
+
+class EpisodeReply(_Reply):
+    seed: StrictInt
+    scenario_hash: Name
+    reward: FiniteFloat
+    reward_detail: dict[str, Any]
+    steps: Annotated[StrictInt, Field(ge=0)]
+    ended_by: Optional[Name] = None
+    messages: Optional[list[dict[str, Any]]] = Field(None, max_length=MAX_ITEMS)
+    env_errors: list[EnvErrorItem] = Field(max_length=MAX_ITEMS)
+
+
+class StepReply(_Reply):
+    """``reset`` and ``step``: the fields of :class:`trace_env.engine.StepResult`."""
+
+    observation: Text
+    reward: FiniteFloat
+    terminated: StrictBool
+    truncated: StrictBool
+    info: dict[str, Any]
+
+
+class SolutionReply(BaseModel):
+    turns: list[Any] = Field(max_length=MAX_ITEMS)
+
+
+#: Method -> the model its result must fit. Methods not named here get the generic checks only
+#: (JSON, bounded depth and size, clean strings: done by the worker client for every reply).
+REPLY_MODELS: dict[str, type[BaseModel]] = {
+    "load": LoadReply,
+    "generate": GenerateReply,
+    "episode": EpisodeReply,
+    "reset": StepReply,
+    "step": StepReply,
+    "solution": SolutionReply,
+}
+
+
+class MalformedReply(ValueError):
+    """The reply did not fit its model; ``str()`` is one line naming the field and the problem."""
+
+
+def check_reply(method: str, result: Any) -> Any:
+    """``result`` validated for ``method`` and returned as plain data (exactly the fields that were sent)."""
+    model = REPLY_MODELS.get(method)
+    if model is None:
+        return result
+    wrapped = {"turns": result} if model is SolutionReply else result
+    if not isinstance(wrapped, dict):
+        raise MalformedReply(f"the reply to {method!r} must be an object, got {_kind(result)}")
+    try:
+        value = model.model_validate(wrapped)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "reply"
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        raise MalformedReply(f"the reply to {method!r} is malformed: {where}: {first['msg']}{more}") from None
+    data = value.model_dump(exclude_unset=True)
+    return data["turns"] if model is SolutionReply else data
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
