@@ -286,8 +286,10 @@ class _E2BChannel(Channel):
         return _exit_code(self.handle) if not self._dead else None
 
 
-def probe() -> str | None:
-    """None if an E2B sandbox can be created (API key or debug envd configured), else why not."""
+def probe(refresh: bool = False) -> str | None:
+    """None if an E2B sandbox can be created (API key or debug envd configured), else why not.
+
+    Nothing is cached, so ``refresh`` (part of every backend's probe signature) changes nothing here."""
     try:
         _e2b()
     except SandboxUnavailable as e:

@@ -11,11 +11,14 @@ from gymnasium.utils.env_checker import check_env
 
 from env_registry import sdk
 from env_registry.gym_env import TraceEnv
+from env_registry.hosted import SandboxedEnv
 from trace_env.loader import load_env
 from trace_env.engine import EpisodeRunner, run_episode
 from factory.blueprints import blueprint_names, blueprint_source
+from sandbox import available_backends
 from schemas.tools import interface_diff, strip_free_text
 from tests.conftest import SHARED_TARGETS
+from trace_env.kits import KIT_FOR_TARGET
 
 PAPER_CAPABILITIES = {
     "precondition_verification",
@@ -154,3 +157,38 @@ def test_garbage_actions_never_raise(name: str) -> None:
             assert isinstance(result.observation, str)
             env_errors += runner.env_errors
     assert not env_errors, env_errors
+
+
+# Not an env: loaded into a worker after a blueprint, it reports what that worker process has imported.
+IMPORT_PROBE = """
+import sys
+from trace_env import sdk
+
+
+class ImportProbe(sdk.TaskEnv):
+    capability = "import_probe"
+    target = "tau2-airline"
+
+    def generate(self, seed):
+        return sdk.Scenario(seed=seed, state={}, user={}, truth={}, meta={"modules": sorted(sys.modules)})
+"""
+HOST_ONLY = ("gymnasium", "numpy", "pydantic")
+
+
+@pytest.mark.slow
+def test_sandbox_worker_imports_no_host_libraries() -> None:
+    """One real sandbox worker loads every blueprint in turn (and builds a scenario with it); after each, the
+    worker's sys.modules holds the blueprint's kit and none of gymnasium, numpy or pydantic."""
+    backend = "bwrap" if available_backends().get("bwrap") is None else "docker"
+    names = blueprint_names()
+    with SandboxedEnv(IMPORT_PROBE, backend=backend) as hosted:
+        assert hosted.backend == backend
+        for name in names:
+            info = hosted.call("load", {"source": blueprint_source(name), "module_name": f"worker_{name}"})
+            assert info["capability"] == name
+            hosted.call("generate", {"seed": 0})
+            hosted.call("load", {"source": IMPORT_PROBE})
+            modules = hosted.call("generate", {"seed": 0})["meta"]["modules"]
+            assert f"trace_env.kits.{KIT_FOR_TARGET[info['target']]}" in modules  # the probe sees the same process
+            leaked = sorted(m for m in modules if m.split(".")[0] in HOST_ONLY)
+            assert not leaked, (name, leaked)

@@ -1,7 +1,8 @@
 """Hand-written env modules for the six capabilities the TRACE paper trained.
 
-Each file here is a complete env module in the generated-env contract (stdlib plus ``env_registry.sdk``):
-the offline default of ``factory build`` and the worked examples shown to the LLM generator.
+Each file here is a complete env module in the generated-env contract (stdlib, ``trace_env.sdk`` and the world
+kits in ``trace_env.kits``): the offline default of ``factory build`` and the worked examples shown to the LLM
+generator. The kits carry the target worlds, so each blueprint holds only what its capability adds.
 """
 
 from __future__ import annotations

@@ -1,14 +1,18 @@
 """The generation and repair prompts of environment synthesis.
 
-The generation prompt gives the model everything a human author of a blueprint had: the capability and the
-failures that revealed it, the target's exact tool schemas and policy, the env contract, the gate's rules,
-and a complete blueprint as a worked example. The repair prompt gives back each failed check with its
-figure and counterexample, so the model fixes what the gate measured rather than guessing.
+The generation prompt gives the model what a human author of a blueprint has: the capability and the failures
+that revealed it, the target's exact tool schemas and policy, the env contract, the gate's rules, the API of the
+target's world kit (records, faithful tools, policy functions: generated from the kit itself, so it cannot drift)
+and one blueprint built on that kit as the worked example. The kit carries the world, so the model writes only the
+capability, and the example is short enough to leave most of the reply budget for the answer. The repair prompt
+gives back each failed check with its figure and counterexample, so the model fixes what the gate measured.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import inspect
 import json
 
 from factory.blueprints import blueprint_names, blueprint_source
@@ -16,6 +20,7 @@ from factory.validation.static import ALLOWED_MODULES
 from schemas.capability import Capability, CapabilityFinding
 from schemas.target import TargetProfile
 from schemas.validation import ValidationConfig, ValidationReport
+from trace_env.kits import KIT_FOR_TARGET, SHARED_KITS
 
 SYSTEM_PROMPT = (
     "You write reinforcement-learning training environments for tool-using LLM agents, as single Python "
@@ -30,36 +35,41 @@ EXAMPLE_FOR_TARGET = {
 
 CONTRACT = """\
 ## The env contract
-The module imports only `from env_registry import sdk` and these pure stdlib modules: {modules}.
-No file, network, process, clock or introspection access: no `open`, `eval`, `exec`, `compile`, `__import__`,
-`globals`, `getattr` with computed names, dunder attributes (`__class__`, `__dict__`, ...), `time`, `os`, `sys`.
+The module imports only `from trace_env import sdk`, the world kits (`from trace_env.kits import {kits}`) and these
+pure stdlib modules: {modules}. No file, network, process, clock or introspection access: no `open`, `eval`, `exec`,
+`compile`, `__import__`, `globals`, `vars`, `getattr`/`hasattr`/`setattr`, `id()`, `time`, `os`, `sys`, no
+`datetime.now()`/`date.today()` (scenario times come from `self.rng(seed)`), no name or attribute starting with `_`
+(define helpers as plain functions or methods without underscores), no stores to module attributes, and nothing
+whose result depends on set iteration order or `hash()` of strings (iterate lists, or `sorted(...)`).
 
 It defines exactly one subclass of `sdk.TaskEnv` and ends with `ENV = <ThatClass>`. The class sets:
 - `capability = "{capability}"`, `target = "{target}"`, `description` (one paragraph), `tool_names` (a subset
   of the target's tools, including realistic distractors), `max_steps` (at most {max_steps_limit}),
   `write_tools` (state-changing tools), `terminal_tools` (tools whose call ends the episode, if any).
+- Tools: inherit the kit's tools mixin (`class MyEnv(kit.SomeTools, sdk.TaskEnv)`): every tool of the target,
+  faithful to it, as a method; `tool_names` picks the ones the agent sees. To change one tool, define a method of
+  the same name decorated `@sdk.tool`, signature `(self, db, <arguments>)` with defaults for optional parameters.
+  A tool returns a str or JSON-able value like the real target; for a bad request `raise sdk.ToolError("message")`
+  (never any other exception). Tools enforce only what the real API enforces.
 - `generate(self, seed) -> sdk.Scenario(seed=seed, state=..., user=..., truth=..., meta=...)`: all randomness
-  from `rng = self.rng(seed)`. `state` is the database the tools act on, in the target's record shapes;
-  `user` is what the simulated user wants and knows; `truth` is the ground truth for the reward. Everything
-  JSON-serialisable.
-- `system_prompt(self, scenario)` and `first_user_message(self, scenario)`. The prompt carries the policy
-  rules the capability needs (`self.target_policy()` returns the target's policy summary).
-- One method per tool, decorated `@sdk.tool` (method name = tool name), signature `(self, state, <arguments>)`
-  with defaults for optional parameters (name the first parameter `db` if a tool has an argument called
-  `state`). Arguments arrive already validated against the schema. Return a str or JSON-able value like the
-  real target; for a bad request `raise sdk.ToolError("message")` (never any other exception). Tools enforce
-  only what the real API enforces.
+  from `rng = self.rng(seed)`; build `state` with the kit's world builder (the target's record shapes); `user` is
+  what the simulated user wants and knows; `truth` is the ground truth for the reward; all JSON-serialisable.
+  Compute an expected end state by running the kit's tool functions on a copy of the state.
+- `system_prompt(self, scenario)` and `first_user_message(self, scenario)`. The prompt carries the policy rules the
+  capability needs (the kit's prompt helper, or `self.target_policy()`). The first message states the request,
+  never the answer the reward checks.
 - `user_reply(self, episode, agent_text) -> sdk.UserReply(text, done=False)`: deterministic; answers from
   `episode.scenario.user`; confirms when asked; `done=True` when the request is settled or after a bounded
   number of turns. `sdk.ScriptedUser(facts=[((triggers...), answer)], ...)` is a ready default.
 - `evaluate(self, episode) -> sdk.Reward(components={{name: score in [0,1]}}, weights={{...}}, gates={{...}})`
   computed from `episode.state` (final state) against `episode.scenario.truth`, and from the transcript:
-  `episode.tool_log` (records with `name`, `arguments`, `ok`, `result`), `episode.calls(name)`,
+  `episode.tool_log` (records with `name`, `arguments`, `ok`, `result`, `step`), `episode.calls(name)`,
   `episode.called(name, **arguments)`, `episode.first_index(...)`, `episode.said(value)` (did the agent tell
-  the user this number or text). A gate multiplies: use one for forbidden actions.
+  the user this number or text). A gate multiplies: use one for forbidden actions. Grade with the kit's policy
+  functions where they apply.
 - `reference_solution(self, scenario) -> list[sdk.Turn]`: what an agent WITH the capability does, as a fixed
   list of turns (`sdk.call(name, **args)`, `sdk.calls((name, args), ...)`, `sdk.say(text)`); the user is
-  deterministic, so a fixed list works.
+  deterministic, so a fixed list works. It ends with a message after which the user closes the conversation.
 - `capability_skipping_solution(self, scenario) -> list[sdk.Turn]`: a plausible agent LACKING the capability
   that does the obvious thing without it.
 """
@@ -103,6 +113,58 @@ def _capability_section(capability: Capability) -> str:
     return "\n".join(lines)
 
 
+def _first_paragraph(obj: object) -> str:
+    doc = inspect.getdoc(obj) or ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def _signature(obj: object) -> str:
+    try:
+        text = str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return "(...)"
+    return text.replace("'", "")
+
+
+def _member(name: str, obj: object) -> str:
+    """One line of the kit reference: a function's signature, a class's methods, a constant's shape."""
+    if inspect.isclass(obj):
+        tools = [attr for attr, value in vars(obj).items() if callable(value) and getattr(value, "__trace_tool_name__", None)]
+        for base in obj.__mro__[1:-1]:
+            tools += [attr for attr, value in vars(base).items() if getattr(value, "__trace_tool_name__", None)]
+        if tools:
+            return f"- class `{name}`: tools mixin with {len(tools)} `@sdk.tool` methods: {', '.join(tools)}."
+        methods = [f"{attr}{_signature(value)}".replace("(self, ", "(").replace("(self)", "()")
+                   for attr, value in vars(obj).items() if inspect.isfunction(value) and not attr.startswith("_")]
+        head = f"- class `{name}{_signature(obj)}`: {_first_paragraph(obj)}"
+        return head + (f" Methods: {'; '.join(methods)}." if methods else "")
+    if inspect.isfunction(obj):
+        doc = _first_paragraph(obj)
+        return f"- `{name}{_signature(obj)}`" + (f": {doc}" if doc else "")
+    if isinstance(obj, (dict, list, tuple, frozenset)) and len(repr(obj)) > 100:
+        keys = list(obj)[:8] if isinstance(obj, dict) else None
+        shape = f"{type(obj).__name__} of {len(obj)}" + (f", keys {', '.join(map(str, keys))}{' ...' if len(obj) > 8 else ''}" if keys else "")
+        return f"- `{name}`: {shape}"
+    return f"- `{name}` = {obj!r}"
+
+
+def kit_reference(target: str) -> str:
+    """What an env for ``target`` can import from ``trace_env.kits``: the target's kit and the shared ones,
+    generated from their ``__all__``, signatures and docstrings."""
+    names = [KIT_FOR_TARGET[target]] if target in KIT_FOR_TARGET else []
+    sections = []
+    for kit in names + list(SHARED_KITS):
+        module = importlib.import_module(f"trace_env.kits.{kit}")
+        lines = [f"### `from trace_env.kits import {kit}`", _first_paragraph(module)]
+        tools = [name for name in getattr(module, "TOOL_NAMES", ()) if inspect.isfunction(getattr(module, name, None))]
+        if tools:  # the tools as functions: one line, their behaviour is the target's
+            lines.append("- the tools as functions, `db` first, returning what the target returns (for expected end "
+                         "states): " + ", ".join(f"`{n}{_signature(getattr(module, n))}`" for n in tools))
+        lines += [_member(name, getattr(module, name)) for name in module.__all__ if name not in tools]
+        sections.append("\n".join(lines))
+    return "\n\n".join(sections)
+
+
 def example_blueprint(target: str) -> tuple[str, str]:
     """A shipped blueprint on the same target (or the first one), as the worked example."""
     name = EXAMPLE_FOR_TARGET.get(target)
@@ -114,6 +176,7 @@ def example_blueprint(target: str) -> tuple[str, str]:
 def generation_prompt(capability: Capability, profile: TargetProfile, config: ValidationConfig) -> str:
     tools = [tool.model_dump(mode="json", exclude_none=True) for tool in profile.tools]
     example_name, example_source = example_blueprint(profile.id)
+    kits = ", ".join(([KIT_FOR_TARGET[profile.id]] if profile.id in KIT_FOR_TARGET else []) + list(SHARED_KITS))
     return "\n\n".join(
         [
             f"Write a training environment that isolates one capability of an agent on the target `{profile.id}` "
@@ -122,6 +185,7 @@ def generation_prompt(capability: Capability, profile: TargetProfile, config: Va
             f"## The target's tools (exact schemas; the env must expose some of these, unchanged)\n```json\n{json.dumps(tools, indent=1)}\n```",
             f"## The target's policy (summary)\n{profile.policy.strip() or '(none given)'}",
             CONTRACT.format(
+                kits=kits,
                 modules=", ".join(sorted(ALLOWED_MODULES - {"__future__"})),
                 capability=capability.name,
                 target=profile.id,
@@ -137,10 +201,13 @@ def generation_prompt(capability: Capability, profile: TargetProfile, config: Va
                 group=config.grpo_group_size,
                 grpo_share=config.grpo_min_informative_share,
             ),
-            f"## A complete example that passes the gate (capability `{example_name}`)\n```python\n{example_source}```",
+            "## The world kits you can import (generated from the kits; use them instead of re-writing the world)\n"
+            + kit_reference(profile.id),
+            f"## A complete example that passes the gate, built on the kit (capability `{example_name}`)\n"
+            f"```python\n{example_source}```",
             f"Now write the module for `{capability.name}` on `{profile.id}`. Make the scenarios such that an agent "
-            "lacking this capability fails them in the way the evidence above shows. Answer with the complete "
-            "module in one ```python block.",
+            "lacking this capability fails them in the way the evidence above shows. Build on the kit: write only what "
+            "the capability adds. Answer with the complete module in one ```python block.",
         ]
     )
 

@@ -205,3 +205,41 @@ class Env(airline.AirlineTools, sdk.TaskEnv):
     assert "Error: Cancellations are closed today" in runner.step(call("cancel_reservation", reservation_id=rid)).observation
     assert "not found" in runner.step(call("get_user_details", user_id="x")).observation  # inherited, not exposed
     assert [t["function"]["name"] for t in env.tools()] == ["get_reservation_details", "cancel_reservation"]
+
+
+def test_refusals_name_the_rule_they_refuse_by(domain: replay.Tau2Domain) -> None:
+    """``explain_refusal`` on real reservations hits every group of the rule's ``RULE_WORDS`` (what graders look for)."""
+    from trace_env.kits import text
+
+    flights, reservations = domain.db["flights"], domain.db["reservations"]
+    cases = [("already_flown", "MLPSXM", "health"), ("no_rule", "VAAOXJ", "personal"),
+             ("insurance_not_covered", "1OWO6T", "personal"), ("airline_claim_unverified", "VAAOXJ", "airline_cancelled"),
+             ("basic_economy", "1OWO6T", "personal")]
+    for rule, rid, reason in cases:
+        said = text.normalise(airline.explain_refusal(rule, reservations[rid], flights, reason, "HAT006"))
+        assert text.hits_groups(said, airline.RULE_WORDS[rule]), (rule, said)
+        assert text.has_any(said, text.REFUSAL_WORDS) and rid.lower() in said
+    granted = airline.explain_cancellation("business_cabin", reservations["4WQ150"])
+    assert "$4,986" in granted and "gift_card_3576581" in granted
+
+
+def test_world_changes_keep_the_trip_consistent() -> None:
+    for seed in range(30):
+        rng = random.Random(seed)
+        world = airline.AirlineWorld(rng, airline.scenario_now(rng))
+        user = world.user()
+        record = world.reservation(user, cabin="economy", trip="round_trip", timing="future", created="old", insurance="no")
+        other = world.reservation(user, cabin="business", trip="round_trip", timing="future", created="old", insurance="no")
+        change = world.flight_change(record)
+        dates = [f["date"] for f in change["new_flights"]]
+        assert dates == sorted(dates) and change["new_date"] in dates and change["new_date"] != change["segment"]["date"]
+        db = world.state(user)
+        segments, amount = airline.price_flights(db, db["reservations"][record["reservation_id"]], "economy",
+                                                 change["new_flights"])
+        assert amount == change["price_delta"] and change["new_price"] in [s["price"] for s in segments]
+        assert airline.flight_change_problems(record, change["new_flights"], db["flights"]) == []
+        world.copy_route(other, record)
+        copied = world.state(user)["reservations"][other["reservation_id"]]
+        assert (copied["origin"], copied["destination"]) == (record["origin"], record["destination"])
+        assert airline.flight_change_problems(copied, [{"flight_number": f["flight_number"], "date": f["date"]}
+                                                       for f in copied["flights"]], world.flights) == []

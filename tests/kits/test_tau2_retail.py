@@ -131,3 +131,16 @@ def test_the_customer_answers_what_is_asked() -> None:
     assert retail.customer_reply(episode, "What's the reason? Shall I proceed?").text == "I ordered it by mistake. Yes."
     assert retail.customer_reply(episode, "Which colour would you like?").text == "I want to cancel."
     assert retail.customer_reply(episode, "Your order is cancelled.").done
+
+
+def test_grading_helpers_on_real_records(domain: replay.Tau2Domain) -> None:
+    db = domain.fresh()
+    before = {table: dict(records) for table, records in domain.db.items()}
+    retail.exchange_delivered_order_items(db, "#W4817420", ["6777246137"], ["4579334072"], "gift_card_8168843")
+    after = {table: {key: db[table][key] for key in db[table].keys()} for table in db}
+    assert retail.changed_records(before, after) == {"products": [], "users": [], "orders": ["#W4817420"]}
+    calls = [sdk.ToolRecord(1, "find_user_id_by_email", {}, True, "ava_moore_2033"),
+             sdk.ToolRecord(2, "exchange_delivered_order_items", {}, True, "{}")]
+    assert retail.authenticated_before_writes(calls, "ava_moore_2033", retail.WRITE_TOOLS)
+    assert not retail.authenticated_before_writes(calls[::-1], "ava_moore_2033", retail.WRITE_TOOLS)
+    assert not retail.authenticated_before_writes(calls, "someone_else", retail.WRITE_TOOLS)

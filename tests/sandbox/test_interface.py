@@ -231,6 +231,7 @@ def test_available_backends_reports_every_backend() -> None:
     assert avail["unsafe-subprocess"] is None
     for reason in avail.values():
         assert reason is None or (isinstance(reason, str) and "\n" not in reason)
+        assert reason is None or not reason.startswith("probe failed"), reason  # every probe answers, none crashes
 
 
 def test_auto_picks_a_real_sandbox_and_says_why() -> None:

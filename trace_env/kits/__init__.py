@@ -14,3 +14,7 @@ the host imports them too (``factory analyze`` checks real τ² trajectories wit
 """
 
 KITS = ("calculator", "text", "tau2_airline", "tau2_retail", "toolsandbox")
+#: The kit of each shipped target (an env for another target may still use the shared kits).
+KIT_FOR_TARGET = {"tau2-airline": "tau2_airline", "tau2-retail": "tau2_retail", "toolsandbox": "toolsandbox"}
+#: Kits for every target.
+SHARED_KITS = ("text", "calculator")

@@ -9,10 +9,16 @@ from __future__ import annotations
 import datetime
 import re
 
+from trace_env import sdk
+
 __all__ = [
     "CONFIRM_PATTERN",
     "REFUSAL_WORDS",
+    "agent_turns",
+    "answer_or_confirm",
+    "answers_to",
     "asks_confirmation",
+    "fact",
     "fuzzy",
     "has_any",
     "hits_groups",
@@ -92,3 +98,52 @@ def nice_date(iso_day: str) -> str:
     """``2024-05-07`` -> ``May 7``."""
     day = datetime.date.fromisoformat(iso_day)
     return day.strftime("%B ") + str(day.day)
+
+
+def agent_turns(episode) -> list[list]:
+    """``[step, normalised text, the user's reply or None]`` per agent turn; step k is the tool log's step k."""
+    turns: list[list] = []
+    for message in episode.messages:
+        if message.get("role") == "assistant":
+            turns.append([len(turns) + 1, normalise(message.get("content")), None])
+        elif message.get("role") == "user" and turns and turns[-1][2] is None:
+            turns[-1][2] = message.get("content") or ""
+    return turns
+
+
+def answers_to(text: str, facts: list[dict], said: list[str]) -> list[str]:
+    """What a scripted user answers to a (normalised) agent message: each fact whose ``triggers`` the message
+    contains, the first time it is asked; again once only if asked outright in a question that is not a
+    confirmation. A fact is ``{"triggers": [...], "text": answer, "given_upfront": bool}``; ``said`` holds the
+    user's earlier messages."""
+    asking = "?" in text
+    confirming = asking and bool(re.search(CONFIRM_PATTERN, text))
+    found = []
+    for fact in facts:
+        if not has_any(text, fact["triggers"]):
+            continue
+        times = sum(fact["text"] in line for line in said) + (1 if fact["given_upfront"] else 0)
+        if times == 0 or (times == 1 and asking and not confirming):
+            found.append(fact["text"])
+    return found
+
+
+def fact(key: str, triggers, answer: str, given_upfront: bool = False) -> dict:
+    """One fact a scripted user knows, for :func:`answers_to`: asked for by ``triggers``, answered with ``answer``."""
+    return {"key": key, "triggers": list(triggers), "text": answer, "given_upfront": given_upfront}
+
+
+def answer_or_confirm(episode, agent_text: str, persona: dict, max_turns: int) -> "sdk.UserReply | None":
+    """The usual first moves of a scripted customer: leave after ``max_turns`` (``persona["closing"]``), ask again
+    after an empty message, answer the facts asked for (``persona["answers"]``), confirm a confirmation question
+    (``persona["confirm"]``). None when none applies: the env decides the rest."""
+    spoken = normalise(agent_text)
+    if episode.user_turns >= max_turns:
+        return sdk.UserReply(persona["closing"], done=True)
+    if not spoken.strip():
+        return sdk.UserReply("Sorry, I didn't get that. Can you help me with my request?")
+    answers = answers_to(spoken, persona["answers"], [m.get("content") or "" for m in episode.messages
+                                                      if m.get("role") == "user"])
+    if answers:
+        return sdk.UserReply(" ".join(answers))
+    return sdk.UserReply(persona["confirm"]) if asks_confirmation(spoken) else None

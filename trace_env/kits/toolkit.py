@@ -17,11 +17,11 @@ __all__ = ["tool_mixin"]
 
 
 def tool_method(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``method(self, db, **arguments)`` calling ``function(db, **arguments)``, marked as the tool of that name."""
+    """``method(self, db, ...)`` calling ``function(db, ...)``, marked as the tool of that name."""
 
     @functools.wraps(function)
-    def method(self, db, **arguments):
-        return function(db, **arguments)
+    def method(self, db, *arguments, **named):
+        return function(db, *arguments, **named)
 
     parameters = list(inspect.signature(function).parameters.values())
     self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)

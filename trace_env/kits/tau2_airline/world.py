@@ -226,6 +226,45 @@ class AirlineWorld:
             entry = self.date_status(datetime.date.fromisoformat(day), departure_minute, duration)
         self.flights[number]["dates"][day] = entry
 
+    def reschedule(self, reservation: dict) -> tuple[int, str]:
+        """A segment of a future reservation and a new date for it within the window that keeps the outbound
+        flight before the return: ``(segment index, new ISO date)``."""
+        flights = reservation["flights"]
+        tomorrow = self.today + datetime.timedelta(days=1)
+        last = self.today + datetime.timedelta(days=WINDOW[-1])
+        options: list = []
+        for index in self.rng.sample(range(len(flights)), len(flights)):
+            low = tomorrow if index == 0 else datetime.date.fromisoformat(flights[0]["date"]) + datetime.timedelta(days=1)
+            high = last if index == len(flights) - 1 else (
+                datetime.date.fromisoformat(flights[1]["date"]) - datetime.timedelta(days=1))
+            days = [low + datetime.timedelta(days=k) for k in range(max(0, (high - low).days + 1))]
+            options = [(index, d.isoformat()) for d in days if d.isoformat() != flights[index]["date"]]
+            if options:
+                break
+        return self.rng.choice(options)
+
+    def flight_change(self, reservation: dict) -> dict:
+        """Move one segment of a future reservation to another date (seats guaranteed): the segment, the new date,
+        old and new fare, ``price_delta`` (what the change costs all passengers; negative: refund), the full
+        ``new_flights`` argument of ``update_reservation_flights`` and the segment's ``route``."""
+        index, new_date = self.reschedule(reservation)
+        leg = reservation["flights"][index]
+        passengers = len(reservation["passengers"])
+        self.ensure_seats(leg["flight_number"], new_date, reservation["cabin"], passengers)
+        new_price = self.flights[leg["flight_number"]]["dates"][new_date]["prices"][reservation["cabin"]]
+        return {"segment": {"flight_number": leg["flight_number"], "date": leg["date"]}, "new_date": new_date,
+                "old_price": leg["price"], "new_price": new_price, "price_delta": (new_price - leg["price"]) * passengers,
+                "new_flights": [{"flight_number": f["flight_number"], "date": new_date if f is leg else f["date"]}
+                                for f in reservation["flights"]], "route": [leg["origin"], leg["destination"]]}
+
+    def copy_route(self, reservation: dict, model: dict) -> None:
+        """Give ``reservation`` (and its flights) the route of ``model``: two trips only their dates tell apart."""
+        for index, leg in enumerate(reservation["flights"]):
+            ends = (model["origin"], model["destination"]) if index == 0 else (model["destination"], model["origin"])
+            leg["origin"], leg["destination"] = ends
+            self.flights[leg["flight_number"]]["origin"], self.flights[leg["flight_number"]]["destination"] = ends
+        reservation["origin"], reservation["destination"] = model["origin"], model["destination"]
+
     def ensure_seats(self, number: str, day: str, cabin: str, needed: int) -> None:
         """At least ``needed`` free seats in ``cabin`` on an available flight date."""
         seats = self.flights[number]["dates"][day]["available_seats"]

@@ -3,16 +3,17 @@
 An env puts the customer's lines in ``scenario.user`` under these keys (missing or empty ones are never
 said): ``identity_reply`` (email, or name and zip), ``order_reply``, ``payment_reply``, ``items_reply`` ("yes,
 only those items"), ``reason_reply`` (why cancel), ``confirm_reply``, ``restate`` (the request again) and
-``closing``. Then ``user_reply`` is one line: ``return tau2_retail.customer_reply(episode, agent_text)``.
+``closing``. Then ``user_reply`` is one line: ``return tau2_retail.customer_reply(episode, agent_text)``, and
+``system_prompt`` another: ``return tau2_retail.system_prompt(notes)``.
 """
 
 from __future__ import annotations
 
 import re
 
-from trace_env import sdk
+from trace_env import sdk, targets
 
-__all__ = ["ASKS", "MAX_USER_TURNS", "customer_reply"]
+__all__ = ["ASKS", "MAX_USER_TURNS", "customer_reply", "system_prompt"]
 
 #: What an agent message asks for, by the key of the answer.
 ASKS = {
@@ -58,3 +59,9 @@ def customer_reply(episode: sdk.Episode, agent_text: str, max_turns: int = MAX_U
     if "?" in text and not ANYTHING_ELSE.search(text) and earlier.count(user["restate"]) < 2:
         return sdk.UserReply(user["restate"])
     return sdk.UserReply(user["closing"], done=True)
+
+
+def system_prompt(notes: str = "") -> str:
+    """A retail agent's system prompt: who it is, the store policy (the target's summary of τ²'s), the env's notes."""
+    return ("You are a customer-service agent for an online retail store. You help customers through the tools you are "
+            f"given and follow the store policy below.\n\n{targets.policy('tau2-retail')}\n{notes}").rstrip() + "\n"

@@ -12,6 +12,8 @@ from __future__ import annotations
 __all__ = [
     "CANCEL_REASONS",
     "allowed_actions",
+    "authenticated_before_writes",
+    "changed_records",
     "matching_variants",
     "order_total",
     "price_difference",
@@ -127,3 +129,21 @@ def matching_variants(variants, options: dict | None = None, max_price: float | 
             continue
         found.append(variant)
     return found
+
+
+def authenticated_before_writes(calls, user_id: str, write_tools) -> bool:
+    """The policy's first rule: the user was authenticated - a successful ``find_user_id_by_email`` or
+    ``find_user_id_by_name_zip`` returning ``user_id`` - before the first call of any of ``write_tools``.
+    ``calls`` are tool records in order with ``name``, ``ok`` and ``result`` (``sdk.ToolRecord``)."""
+    for record in calls:
+        if record.name in write_tools:
+            return False
+        if record.name.startswith("find_user_id") and record.ok and record.result == user_id:
+            return True
+    return False
+
+
+def changed_records(before: dict, after: dict) -> dict[str, list[str]]:
+    """Ids of the records that differ between two store databases, by table (added and removed included)."""
+    return {table: [key for key in dict.fromkeys([*before[table], *after.get(table, {})])
+                    if before[table].get(key) != after.get(table, {}).get(key)] for table in before}

@@ -24,6 +24,7 @@ __all__ = [
     "mentions_date",
     "mentions_time",
     "midnight",
+    "moment_of",
     "nth_weekday",
     "say_date",
     "us_holidays",
@@ -90,9 +91,15 @@ def at(day: datetime.date, hour: int, minute: int) -> float:
     return datetime.datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC).timestamp()
 
 
+def moment_of(timestamp: float) -> datetime.datetime:
+    """The UTC date and time of a POSIX timestamp (a pure conversion: env code may not call
+    ``fromtimestamp`` itself, which the static check cannot tell apart from reading the local clock)."""
+    return datetime.datetime.fromtimestamp(timestamp, UTC)
+
+
 def date_of(timestamp: float) -> datetime.date:
     """The UTC calendar day of a POSIX timestamp."""
-    return datetime.datetime.fromtimestamp(timestamp, UTC).date()
+    return moment_of(timestamp).date()
 
 
 def say_date(day: datetime.date) -> str:

@@ -101,7 +101,7 @@ class SettingTools:
     """Device settings and the current location."""
 
     @staticmethod
-    def switch(db, setting: str, on: bool) -> None:
+    def switch_setting(db, setting: str, on: bool) -> None:
         settings = db["settings"]
         if on and setting != "low_battery_mode" and settings["low_battery_mode"]:
             raise ToolError(LOW_BATTERY_REFUSAL[setting], exception="PermissionError")
@@ -130,19 +130,19 @@ class SettingTools:
 
     @sdk.tool
     def set_low_battery_mode_status(self, db, on: bool) -> None:
-        SettingTools.switch(db, "low_battery_mode", on)
+        SettingTools.switch_setting(db, "low_battery_mode", on)
 
     @sdk.tool
     def set_wifi_status(self, db, on: bool) -> None:
-        SettingTools.switch(db, "wifi", on)
+        SettingTools.switch_setting(db, "wifi", on)
 
     @sdk.tool
     def set_cellular_service_status(self, db, on: bool) -> None:
-        SettingTools.switch(db, "cellular", on)
+        SettingTools.switch_setting(db, "cellular", on)
 
     @sdk.tool
     def set_location_service_status(self, db, on: bool) -> None:
-        SettingTools.switch(db, "location_service", on)
+        SettingTools.switch_setting(db, "location_service", on)
 
     @sdk.tool
     def get_current_location(self, db) -> dict:

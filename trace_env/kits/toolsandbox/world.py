@@ -18,6 +18,8 @@ __all__ = [
     "PhoneWorld",
     "RELATIONSHIPS",
     "SETTINGS",
+    "SETTING_NAMES",
+    "SETTING_WORDS",
     "digits",
     "stable_uuid",
 ]
@@ -45,8 +47,13 @@ PLACES = (
     (41.8827, -87.6233), (25.7617, -80.1918), (39.7392, -104.9903), (42.3601, -71.0589),
     (34.0522, -118.2437), (45.5152, -122.6784), (36.1699, -115.1398), (33.7490, -84.3880),
 )
-#: The switchable settings, in ToolSandbox's column names.
+#: The switchable settings, in ToolSandbox's column names; how people name them; words that refer to them.
 SETTINGS = ("low_battery_mode", "wifi", "cellular", "location_service")
+SETTING_NAMES = {"low_battery_mode": "low battery mode", "wifi": "Wi-Fi", "cellular": "cellular service",
+                 "location_service": "location services"}
+SETTING_WORDS = {"low_battery_mode": ("low battery", "low-battery", "low power", "battery saver"),
+                 "wifi": ("wifi", "wi-fi"), "cellular": ("cellular", "mobile data", "cell service"),
+                 "location_service": ("location",)}
 
 
 def uuid_text(hex_digits: str) -> str:
