@@ -168,9 +168,15 @@ def _bags(ev: Evidence, call: AgentCall, world: World) -> None:
         ev.add(PRE, LACKING, f"set the paid bags of {res['reservation_id']} without reading the user's membership (the free allowance)")
         return
     expected = kit.add_bags(res, user["membership"], total - res.get("total_baggages", 0))["nonfree_baggages"]
+    _paid_bags(ev, res["reservation_id"], (total, nonfree, expected), user["membership"], res["cabin"], len(res["passengers"]))
+
+
+def _paid_bags(ev: Evidence, what: str, bags: tuple[int, int, int], membership: str, cabin: str, passengers: int) -> None:
+    """The paid-bag figure the agent sent against the one the policy's allowance gives: (total, paid, expected)."""
+    total, nonfree, expected = bags
     if nonfree != expected:
-        ev.add(DATA, LACKING, f"{res['reservation_id']}: {nonfree} paid bag(s) of {total}; a {user['membership']} member in "
-                              f"{res['cabin']} with {len(res['passengers'])} passenger(s) pays for {expected}")  # fmt: skip
+        ev.add(DATA, LACKING, f"{what}: {nonfree} paid bag(s) of {total}; a {membership} member in {cabin} with "
+                              f"{passengers} passenger(s) pays for {expected}")  # fmt: skip
     else:
         ev.add(DATA, PRESENT, "paid bags computed right")
 
@@ -209,11 +215,7 @@ def _book(ev: Evidence, call: AgentCall, world: World) -> None:
     total, nonfree, cabin = args.get("total_baggages"), args.get("nonfree_baggages"), args.get("cabin")
     if user is not None and isinstance(total, int) and isinstance(nonfree, int) and cabin in kit.FREE_BAGS.get(user.get("membership"), {}):
         expected = max(0, total - kit.free_bags(user["membership"], cabin, len(passengers)))
-        if nonfree != expected:
-            ev.add(DATA, LACKING, f"booked {total} bag(s) with {nonfree} paid; a {user['membership']} member in {cabin} with "
-                                  f"{len(passengers)} passenger(s) pays for {expected}")  # fmt: skip
-        else:
-            ev.add(DATA, PRESENT, "paid bags computed right")
+        _paid_bags(ev, "booking", (total, nonfree, expected), user["membership"], cabin, len(passengers))
 
 
 def _check_route(ev: Evidence, call: AgentCall, world: World) -> None:
