@@ -33,7 +33,7 @@ class AnalyzeConfig(BaseModel):
     labeler is deterministic and always runs once (N = K = 1)."""
 
     runs: int = Field(default=10, ge=1, le=100)
-    delta: float = Field(default=0.20, ge=-1.0, le=1.0, allow_inf_nan=False)
+    delta: float = Field(default=0.20, ge=0.0, le=1.0, allow_inf_nan=False)
     coverage: float = Field(default=0.10, ge=0.0, le=1.0, allow_inf_nan=False)
     min_runs: int | None = Field(default=None, ge=1, description="K; default ceil(0.8 * runs)")
     catalogue: Literal["seed", "only", "off"] = "seed"

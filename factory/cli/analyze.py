@@ -112,7 +112,7 @@ def analyze_command(
     ] = None,
     llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="Base URL of an OpenAI-compatible server (or $TRACE_LLM_BASE_URL).")] = None,
     runs: Annotated[Optional[str], typer.Option("--runs", metavar="N", help="Independent LLM labeling runs, 1-100 (default 10; the offline labeler is deterministic and runs once).")] = None,
-    delta: Annotated[str, typer.Option("--delta", metavar="FLOAT", help="Minimum contrast Δ = ER− − ER+ (δ), -1 to 1.")] = "0.20",
+    delta: Annotated[str, typer.Option("--delta", metavar="FLOAT", help="Minimum contrast Δ = ER− − ER+ (δ), 0 to 1.")] = "0.20",
     coverage: Annotated[str, typer.Option("--coverage", metavar="FLOAT", help="Minimum share of counted failures lacking the capability (ρ), 0 to 1.")] = "0.10",
     min_runs: Annotated[Optional[str], typer.Option("--min-runs", metavar="K", help="LLM runs that must select a capability (default: ceil(0.8 N), i.e. 8 of 10).")] = None,
     tasks: Annotated[Optional[list[Path]], typer.Option("--tasks", help="τ² tasks.json (repeatable): checks which task version each run used; it never replaces the tasks a results file embeds.")] = None,
@@ -183,7 +183,7 @@ def _config(o: dict, llm: bool) -> AnalyzeConfig:
         k = None  # the offline labeler runs once: K = N = 1
     return AnalyzeConfig(
         runs=n_runs,
-        delta=_number("--delta", o["delta"], float, -1.0, 1.0),
+        delta=_number("--delta", o["delta"], float, 0.0, 1.0),
         coverage=_number("--coverage", o["coverage"], float, 0.0, 1.0),
         min_runs=k,
         catalogue=o["catalogue"],
