@@ -19,3 +19,4 @@ from env_registry.registry import IntegrityError, Registry, RegistryError, Store
 __all__ = ["IntegrityError", "Registry", "RegistryError", "StoredEnv", "register_all", "sdk"]
 
 register_all()
+import env_registry.targets  # noqa: E402,F401  (registers target/<name>-v0; starts nothing)

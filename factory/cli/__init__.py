@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from factory.cli import analyze, build, envs, validate
+from factory.cli import analyze, build, envs, rollout, validate
 from factory.cli.common import errors, safe
 from sandbox.leftovers import reap_once
 
@@ -24,6 +24,7 @@ app = typer.Typer(
 app.command("analyze")(analyze.analyze_command)
 app.command("build")(build.build)
 app.command("validate")(validate.validate)
+app.command("rollout")(rollout.rollout)
 app.add_typer(envs.app, name="envs")
 
 

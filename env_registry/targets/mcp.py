@@ -1,0 +1,244 @@
+"""Any MCP tool server as a target backend, through the ``mcp`` SDK: a stdio command or a Streamable HTTP URL.
+
+The SDK is async; a gym env is not: :mod:`env_registry.targets.mcp_connection` gives each backend one
+client session driven from sync code.
+
+Bookkeeping that servers add for their own harnesses is hidden from the agent and used here instead:
+``reset_state`` gives every episode a fresh state, ``state_key`` (an optional parameter on every tool)
+names that state, and a server that persists states as files (``<state dir>/sha256(key).json`` with a
+``db`` field, as the τ² MCP servers do) lets the backend read the end state and hash it. The state key is
+private to the backend and its state dir is a temporary folder it owns, so parallel episodes never share
+state and nothing is left behind.
+
+Every failure of the server becomes a :class:`TargetInfraError` (see ``mcp_connection``); a result without
+the fields the server's convention promises is a protocol error too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import shutil
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from env_registry.targets.backend import Replay, TargetBackend, ToolOutcome
+from env_registry.targets.dbhash import DBShape, db_hash
+from env_registry.targets.errors import TargetConfigError, TargetProtocolError
+from env_registry.targets.mcp_connection import MCPConnection, MCPServerSpec
+from env_registry.targets.tasks import Action
+
+_HASHES: dict[tuple[str, str], str] = {}  # state-file bytes -> τ² hash: unchanged states (fresh ones) hash once
+_HASHES_LOCK = threading.Lock()
+
+__all__ = ["MCPBackend", "MCPServerSpec", "parse_server"]
+
+
+def _schema_without(parameters: dict[str, Any], hidden: str) -> dict[str, Any]:
+    schema = json.loads(json.dumps(parameters or {"type": "object", "properties": {}}))
+    schema.get("properties", {}).pop(hidden, None)
+    if isinstance(schema.get("required"), list):
+        schema["required"] = [name for name in schema["required"] if name != hidden]
+    return schema
+
+
+class MCPBackend(TargetBackend):
+    """An MCP server as a target. The server starts lazily, at the first call that needs it, and again after it died."""
+
+    name = "mcp"
+
+    def __init__(self, spec: MCPServerSpec, shape: DBShape | None = None) -> None:
+        self.spec = spec
+        self.shape = shape
+        self._state_dir: Path | None = None
+        self._conn: MCPConnection | None = None
+        self._tools: list[dict[str, Any]] | None = None
+        self._server_tools: set[str] = set()
+        self._keyed: set[str] = set()
+        self._server_info = ""
+        prefix = uuid.uuid4().hex
+        self._episode_key = f"trace-factory/{prefix}/episode"
+        self._scratch_key = f"trace-factory/{prefix}/scratch"
+
+    # --- connection --------------------------------------------------------------------------------
+    def _connection(self) -> MCPConnection:
+        if self._conn is not None and self._conn.dead:
+            self._conn.close()
+            self._conn = None
+        if self._conn is None:
+            if importlib.util.find_spec("mcp") is None:
+                raise TargetConfigError("the 'mcp' package is not installed: pip install 'trace-factory[targets]'")
+            env = {}
+            if self.spec.state_dir_env and self.spec.command:
+                if self._state_dir is None:
+                    self._state_dir = Path(tempfile.mkdtemp(prefix="trace-mcp-state-"))
+                env[self.spec.state_dir_env] = str(self._state_dir)
+            self._conn = MCPConnection(self.spec, env)
+            self._load_tools(self._conn)
+        return self._conn
+
+    def _load_tools(self, conn: MCPConnection) -> None:
+        listed, cursor = [], None
+        for _ in range(100):
+            page = conn.request("list_tools", cursor=cursor)
+            listed += list(getattr(page, "tools", None) or [])
+            cursor = getattr(page, "next_cursor", None)
+            if not cursor:
+                break
+        info = getattr(conn.client, "server_info", None)
+        self._server_info = f"{info.name} {info.version}" if info is not None else self.spec.describe()
+        self._server_tools = {tool.name for tool in listed}
+        self._keyed = {tool.name for tool in listed if self.spec.state_param in ((tool.input_schema or {}).get("properties") or {})}
+        self._tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description or "",
+                    "parameters": _schema_without(tool.input_schema, self.spec.state_param),
+                },
+            }
+            for tool in listed
+            if tool.name not in self.spec.hidden_tools
+        ]
+        if not self._tools:
+            raise TargetProtocolError(f"MCP server `{self.spec.describe()}` lists no tools an agent could call")
+
+    def describe(self) -> str:
+        if not self._server_info:
+            self._connection()
+        return self._server_info
+
+    def tools(self) -> list[dict[str, Any]]:
+        if self._tools is None:
+            self._connection()
+        return json.loads(json.dumps(self._tools))
+
+    # --- episodes ----------------------------------------------------------------------------------
+    def _reset_key(self, key: str) -> None:
+        conn = self._connection()
+        if "reset_state" in self._server_tools:
+            result = conn.request("call_tool", "reset_state", {self.spec.state_param: key})
+            if result.is_error:
+                raise TargetProtocolError(f"MCP server `{self.spec.describe()}` refused reset_state: {_text_of(result)[:300]}")
+
+    def reset(self) -> None:
+        self._reset_key(self._episode_key)
+
+    def _call(self, key: str, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        conn = self._connection()
+        payload = dict(arguments)
+        if name in self._keyed:
+            payload[self.spec.state_param] = key
+        result = conn.request("call_tool", name, payload)
+        return self._outcome(result)
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        return self._call(self._episode_key, name, arguments)
+
+    def _outcome(self, result: Any) -> ToolOutcome:
+        structured = getattr(result, "structured_content", None)
+        message = structured.get("tau2_tool_message") if isinstance(structured, dict) else None
+        if self.spec.envelope != "text" and isinstance(message, dict) and isinstance(message.get("content"), str):
+            return ToolOutcome(message["content"], bool(message.get("error", result.is_error)))
+        if self.spec.envelope == "tau2":
+            raise TargetProtocolError(
+                f"MCP server `{self.spec.describe()}` returned a result without tau2_tool_message.content: {_text_of(result)[:200]}"
+            )
+        return ToolOutcome(_text_of(result), bool(result.is_error))
+
+    # --- state and grading -------------------------------------------------------------------------
+    def _state_file(self, key: str) -> Path | None:
+        if self._state_dir is None:
+            return None
+        return self._state_dir / f"{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
+
+    def _hash_of(self, key: str) -> str | None:
+        path = self._state_file(key)
+        if path is None:
+            return None
+        try:
+            blob = path.read_bytes()
+        except FileNotFoundError:
+            raise TargetProtocolError(f"MCP server `{self.spec.describe()}` kept no state file for this episode ({path.name})") from None
+        except OSError as exc:
+            raise TargetProtocolError(f"MCP server `{self.spec.describe()}` left an unreadable state file: {exc}") from None
+        key = (hashlib.sha256(blob).hexdigest(), self.shape.model_dump_json() if self.shape else "")
+        with _HASHES_LOCK:
+            if key in _HASHES:
+                return _HASHES[key]
+        try:
+            state = json.loads(blob)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise TargetProtocolError(f"MCP server `{self.spec.describe()}` left an unreadable state file: {exc}") from None
+        if not isinstance(state, dict) or not isinstance(state.get("db"), dict):
+            raise TargetProtocolError(f"MCP server `{self.spec.describe()}` state file has no 'db' object")
+        digest = db_hash(state["db"], self.shape, in_place=True)
+        with _HASHES_LOCK:
+            if len(_HASHES) >= 256:
+                _HASHES.pop(next(iter(_HASHES)))
+            _HASHES[key] = digest
+        return digest
+
+    @property
+    def hidden_arguments(self) -> frozenset[str]:
+        return frozenset({self.spec.state_param})
+
+    @property
+    def reads_state(self) -> bool:
+        return bool(self.spec.state_dir_env and self.spec.command)
+
+    @property
+    def unreadable_reason(self) -> str:
+        if self.spec.url:
+            return "the state of a server reached by URL cannot be read"
+        return "the server names no state dir (state_dir_env), so its state cannot be read"
+
+    def state_hash(self) -> str | None:
+        if not self.reads_state:
+            return None
+        return self._hash_of(self._episode_key)
+
+    def replay(self, actions: list[Action]) -> Replay:
+        if not self.reads_state:
+            return Replay(None, unreadable=self.unreadable_reason)
+        self._reset_key(self._scratch_key)
+        errors = []
+        for index, action in enumerate(actions):
+            outcome = self._call(self._scratch_key, action.name, action.arguments)
+            if outcome.error:
+                errors.append({"index": index, "name": action.name, "error": outcome.content[:300]})
+        return Replay(self._hash_of(self._scratch_key), errors)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._state_dir is not None:
+            shutil.rmtree(self._state_dir, ignore_errors=True)
+            self._state_dir = None
+
+
+def _text_of(result: Any) -> str:
+    texts = [getattr(block, "text", None) for block in getattr(result, "content", None) or []]
+    return "\n".join(text for text in texts if isinstance(text, str))
+
+
+def parse_server(text: str) -> MCPServerSpec:
+    """``--server`` values: an ``http(s)://`` URL, or a command line (split like a shell would)."""
+    import shlex
+
+    text = text.strip()
+    if not text:
+        raise TargetConfigError("empty MCP server: pass a command (e.g. 'tau2-airline-mcp') or an http(s):// URL")
+    if text.startswith(("http://", "https://")):
+        return MCPServerSpec(url=text)
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise TargetConfigError(f"cannot parse MCP server command {text!r}: {exc}") from None
+    return MCPServerSpec(command=argv)

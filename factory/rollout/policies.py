@@ -1,0 +1,149 @@
+"""Policies a rollout can run: scripted oracles, any LLM ``factory.llm`` can call, and local Hugging Face models.
+
+A policy is asked for one action at a time: ``start(task, tools, seed)`` returns the episode's ``act``
+function, which maps the messages so far (OpenAI format) to one assistant turn - raw text or an OpenAI
+message, exactly what a target env's ``step`` accepts.
+
+Specs (``--policy``):
+- ``scripted:gold``   replays the task's gold actions, then tells the user what the task says must be
+                      communicated, then stops (an oracle: it reads the task's answer key);
+- ``scripted:empty``  stops at once, doing nothing;
+- ``hf:PATH[@ADAPTER]`` a local transformers model (and PEFT adapter), chat template with tools;
+- anything else is an LLM spec (``openai:gpt-4.1``, ``anthropic:claude-...``, ``vllm:Qwen/Qwen3-8B``).
+
+LLM policies call tools in the Hermes/Qwen text protocol (``<tool_call>{...}</tool_call>``), which
+``trace_env.actions`` parses: ``factory.llm`` clients exchange text, so one protocol serves every provider.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+from env_registry.targets.runner import AGENT_STOP
+from env_registry.targets.tasks import Task
+from factory.errors import FactoryError
+
+Action = str | dict[str, Any]
+Act = Callable[[list[dict[str, Any]]], Action]
+
+
+class PolicyError(FactoryError):
+    """The policy could not produce an action (its LLM failed, its model could not run)."""
+
+
+class Policy(ABC):
+    spec: str = "abstract"
+
+    @abstractmethod
+    def start(self, task: Task, tools: list[dict[str, Any]], seed: int) -> Act:
+        """The ``act`` function of one episode (policies may keep per-episode state in it)."""
+
+    def close(self) -> None:
+        """Release models or clients."""
+
+
+class GoldPolicy(Policy):
+    spec = "scripted:gold"
+
+    def start(self, task: Task, tools: list[dict[str, Any]], seed: int) -> Act:
+        turns: list[Action] = [
+            {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": a.name, "arguments": json.dumps(a.arguments)}}]}
+            for a in task.gold_actions
+        ]
+        infos = (task.evaluation_criteria.communicate_info if task.evaluation_criteria else None) or []
+        turns.append("Your request has been handled." + (" " + " ".join(str(i) for i in infos) if infos else ""))
+        script = iter(turns)
+        return lambda messages: next(script, AGENT_STOP)
+
+
+class EmptyPolicy(Policy):
+    spec = "scripted:empty"
+
+    def start(self, task: Task, tools: list[dict[str, Any]], seed: int) -> Act:
+        return lambda messages: AGENT_STOP
+
+
+TOOL_PROTOCOL = """# Tools
+You can call these functions. To call one, write a block like
+<tool_call>{{"name": "<function name>", "arguments": {{<arguments as JSON>}}}}</tool_call>
+(several blocks for several calls). The results come back as <tool_response> messages. To talk to the
+user instead, write plain text with no <tool_call> block.
+<tools>
+{tools}
+</tools>"""
+
+
+def text_protocol(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[str, list[dict[str, str]]]:
+    """The conversation for a text-only chat API: system prompt with the tools, tool calls as ``<tool_call>``
+    blocks, tool results as ``<tool_response>`` user turns; same-role neighbours joined so roles alternate."""
+    system_parts = [m.get("content") or "" for m in messages if m.get("role") == "system"]
+    tool_lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    system = "\n\n".join([*system_parts, TOOL_PROTOCOL.format(tools=tool_lines)])
+    dialogue: list[dict[str, str]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            continue
+        if role == "assistant":
+            parts = [message.get("content") or ""]
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                arguments = function.get("arguments") or "{}"
+                parts.append(f'<tool_call>{{"name": {json.dumps(function.get("name"))}, "arguments": {arguments}}}</tool_call>')
+            text, speaker = "\n".join(p for p in parts if p), "assistant"
+        elif role == "tool":
+            text, speaker = f"<tool_response name={json.dumps(message.get('name'))}>\n{message.get('content') or ''}\n</tool_response>", "user"
+        else:
+            text, speaker = message.get("content") or "", "user"
+        if dialogue and dialogue[-1]["role"] == speaker:
+            dialogue[-1]["content"] += "\n\n" + text
+        else:
+            dialogue.append({"role": speaker, "content": text})
+    return system, dialogue
+
+
+class LLMPolicy(Policy):
+    """An API model through ``factory.llm`` (retries, usage accounting; uncached so trials stay independent)."""
+
+    def __init__(self, client: Any, spec: str, temperature: float | None = 0.0, max_tokens: int = 2048) -> None:
+        self.client = client
+        self.spec = spec
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+
+    def start(self, task: Task, tools: list[dict[str, Any]], seed: int) -> Act:
+        from factory.llm import LLMError
+
+        def act(messages: list[dict[str, Any]]) -> Action:
+            system, dialogue = text_protocol(messages, tools)
+            try:
+                response = self.client.complete(dialogue, system=system, max_tokens=self.max_tokens, temperature=self.temperature)
+            except LLMError as exc:
+                raise PolicyError(f"policy {self.client.describe()} failed: {exc}") from None
+            return response.text
+
+        return act
+
+
+def load_policy(spec: str, *, temperature: float | None = 0.0, max_tokens: int | None = None) -> Policy:
+    """Build the policy a ``--policy`` spec names; bad specs raise ``FactoryError`` with the fix."""
+    text = (spec or "").strip()
+    if text in ("scripted:gold", "gold"):
+        return GoldPolicy()
+    if text in ("scripted:empty", "empty"):
+        return EmptyPolicy()
+    if text.startswith("scripted:"):
+        raise FactoryError(f"unknown scripted policy {text!r}; use scripted:gold or scripted:empty")
+    if text.startswith("hf:"):
+        from factory.rollout.hf import HFPolicy
+
+        return HFPolicy.from_spec(text, temperature=temperature, max_new_tokens=max_tokens or 512)
+    from factory.llm import LLMConfigError, make_client, parse_llm_spec
+
+    try:
+        client = make_client(parse_llm_spec(text), cache=False)
+    except LLMConfigError as exc:
+        raise FactoryError(f"--policy {text!r}: {exc}") from None
+    return LLMPolicy(client, spec=text, temperature=temperature, max_tokens=max_tokens or 2048)
