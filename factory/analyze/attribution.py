@@ -143,10 +143,13 @@ def attribute(trajectory: Trajectory, task: TaskSpec | None, check: TaskCheck | 
     meta = trajectory.metadata
     reason = str(meta.get("termination_reason") or "")
     infra = meta.get("infrastructure_error")
+    if reason == "user_error":
+        detail = f": {infra}" if infra else ""
+        return Attribution(attributable=False, cause="user_simulator", detail=f"the user simulator errored (termination_reason user_error){detail}"[:200])
     if infra or reason == "infrastructure_error":
         return Attribution(attributable=False, cause="infrastructure", detail=str(infra or "termination_reason infrastructure_error")[:200])
-    if reason == "user_error":
-        return Attribution(attributable=False, cause="user_simulator", detail="the user simulator errored (termination_reason user_error)")
+    if meta.get("internal_error") or reason == "internal_error":  # `factory rollout`: its own code failed mid-episode
+        return Attribution(attributable=False, cause="infrastructure", detail=f"rollout internal error: {meta.get('internal_error') or 'termination_reason internal_error'}"[:200])
     if check is not None and check.status == "revised":
         if reference is None or reference.gold_actions is None:
             return Attribution(attributable=False, cause="task_revised", detail=check.detail)

@@ -179,6 +179,19 @@ def _version_matches(trajectory: Trajectory, reference: TaskSpec) -> bool | None
     return version == reference.version
 
 
+def _compare_partial(t: Trajectory, run: TaskSpec, reference: TaskSpec) -> tuple[TaskSpec, TaskCheck]:
+    """A run that recorded only its gold actions and ``task_version`` (``factory rollout``): the version decides;
+    the gold actions say whether the difference touches grading. A current run reads the full task from --tasks."""
+    same = _version_matches(t, reference)
+    check = compare(run, reference, "--tasks", actions_only=True)
+    if same is True:
+        return reference, TaskCheck(status="current", reference_id=reference.id)
+    if same is False and check.status == "current":
+        detail = "task_version differs from --tasks with the same gold actions (communications or instructions changed: the record does not say which)"
+        return run, TaskCheck(status="instructions_revised", detail=detail, reference_id=reference.id)
+    return run, check
+
+
 def resolve(trajectories: list[Trajectory], index: TaskIndex | None = None) -> Resolution:
     out = Resolution()
     index = index if index is not None and len(index) else None
@@ -200,7 +213,10 @@ def resolve(trajectories: list[Trajectory], index: TaskIndex | None = None) -> R
                 check = TaskCheck(status="unchecked")
         elif run is not None:
             reference = index.lookup(domain, t.task_id) if index else None
-            check = compare(run, reference, "--tasks") if reference is not None else known_revision(run)
+            if reference is not None and run.partial:
+                run, check = _compare_partial(t, run, reference)
+            else:
+                check = compare(run, reference, "--tasks") if reference is not None else known_revision(run)
             if reference is not None:
                 out.references[t.id] = reference
         elif index is not None:
@@ -248,7 +264,10 @@ def _notes(trajectories: list[Trajectory], resolution: Resolution, unmatched: di
         )
     count, shown = _task_list(trajectories, resolution, "instructions_revised")
     if count:
-        notes.append(f"{count} task(s) have user instructions that were revised since the run (gold unchanged): {shown}; still attributed to the agent.")
+        what = "user instructions that differ from the tasks in --tasks" if have_index else "user instructions revised since the run"
+        if any(c.detail.startswith("task_version differs") for c in resolution.checks.values()):
+            what += " (for records that carry only their gold actions and task_version: something besides the gold actions)"
+        notes.append(f"{count} task(s) have {what}, gold unchanged: {shown}; still attributed to the agent.")
     if unmatched:
         items = "; ".join(f"{k} ({v})" for k, v in sorted(unmatched.items())[:10])
         notes.append(f"{len(unmatched)} τ-bench task(s) could not be matched to a τ² task by content, so their versions are unchecked: {items}.")

@@ -48,6 +48,7 @@ class TaskSpec(BaseModel):
     scenario: str = ""
     version: str | None = Field(default=None, description="sha256 of the whole task object, when known")
     origin: str = Field(default="", description="file the task came from")
+    partial: bool = Field(default=False, description="only the gold actions are known (rollout JSONL carries no more)")
 
     def text(self) -> str:
         """The user's instructions as one string (for matching and for the labeler's reading)."""
@@ -168,7 +169,9 @@ def embedded_task(trajectory: Trajectory) -> TaskSpec | None:
             actions = [GoldAction.model_validate(a) for a in gold]
         except ValidationError:
             return None
-        return TaskSpec(id=trajectory.task_id, domain=trajectory_domain(trajectory), gold_actions=actions, criteria=_criteria_fp(actions, []))
+        version = trajectory.metadata.get("task_version")
+        return TaskSpec(id=trajectory.task_id, domain=trajectory_domain(trajectory), gold_actions=actions, criteria=_criteria_fp(actions, []),
+                        version=version if isinstance(version, str) else None, partial=True)  # fmt: skip
     return None
 
 

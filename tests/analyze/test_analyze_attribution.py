@@ -55,6 +55,11 @@ def test_infrastructure_max_steps_and_revised_tasks(tmp_path: Path):
     assert cause(t) == "agent"
     infra = t.model_copy(update={"metadata": {**t.metadata, "infrastructure_error": "MCP server died (exit 137)"}})
     assert attribute(infra, None, None).model_dump() == {"attributable": False, "cause": "infrastructure", "detail": "MCP server died (exit 137)"}
+    # `factory rollout`'s own crash, and its simulated user's failure, as its trajectories record them
+    internal = t.model_copy(update={"metadata": {**t.metadata, "termination_reason": "internal_error", "internal_error": "KeyError: 'x' (at engine.py:9)"}})
+    assert attribute(internal, None, None).model_dump() == {"attributable": False, "cause": "infrastructure", "detail": "rollout internal error: KeyError: 'x' (at engine.py:9)"}
+    sim = t.model_copy(update={"metadata": {**t.metadata, "termination_reason": "user_error", "infrastructure_error": "user LLM returned nothing"}})
+    assert attribute(sim, None, None).cause == "user_simulator"
     (steps,) = load(tmp_path, plain, termination="max_steps", name="steps")
     assert cause(steps) == "max_steps"
     looping = plain[:2] + [plain[1]]  # the same read twice: an agent loop, its own fault

@@ -42,7 +42,7 @@ def test_instruction_only_revisions_are_named_but_stay_attributed(tmp_path: Path
     reworded = fx.task("1", reason="You want to cancel BUS123 (and keep everything else).", actions=CANCEL)
     resolution = resolve([t], load_tasks([tasks_file(tmp_path, reworded)]))
     assert resolution.checks[t.id].status == "instructions_revised"
-    assert any("instructions that were revised" in n for n in resolution.notes)
+    assert any("user instructions that differ from the tasks in --tasks" in n for n in resolution.notes)
     same = resolve([t], load_tasks([tasks_file(tmp_path, fx.task("1", actions=CANCEL))]))
     assert same.checks[t.id].status == "current" and not same.notes
 
@@ -56,6 +56,22 @@ def test_trajectories_without_a_task_take_it_from_tasks_and_check_task_version(t
     assert resolve([stamped], index).checks[stamped.id].status == "current"
     stale = bare.model_copy(update={"metadata": {**bare.metadata, "task_version": "0" * 64}})
     assert resolve([stale], index).checks[stale.id].status == "revised"
+
+
+def test_rollout_records_with_only_gold_actions_are_judged_by_their_task_version(tmp_path: Path):
+    """`factory rollout` writes gold_actions and task_version, not the task: the version decides, and a current
+    run reads the full task (instructions, communications) from --tasks."""
+    (t,) = load_trajectories([run_file(tmp_path, fx.task("1", actions=CANCEL))]).trajectories
+    index = load_tasks([tasks_file(tmp_path, fx.task("1", actions=CANCEL, communicate=["1000"]))])
+    meta = {k: v for k, v in t.metadata.items() if k != "task"} | {"gold_actions": CANCEL}
+    current = t.model_copy(update={"metadata": meta | {"task_version": index.lookup("airline", "1").version}})
+    resolution = resolve([current], index)
+    assert resolution.checks[current.id].status == "current" and resolution.tasks[current.id].communicate_info == ["1000"]
+    stale = t.model_copy(update={"metadata": meta | {"task_version": "0" * 64}})
+    check = resolve([stale], index).checks[stale.id]
+    assert check.status == "instructions_revised" and check.detail.startswith("task_version differs")
+    moved = t.model_copy(update={"metadata": meta | {"task_version": "0" * 64, "gold_actions": []}})
+    assert resolve([moved], index).checks[moved.id].status == "revised"
 
 
 @pytest.mark.skipif(not SHARED_TAU2.is_dir(), reason="real τ² data not found")
