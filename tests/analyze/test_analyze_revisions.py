@@ -128,3 +128,15 @@ def test_tau_bench_match_on_the_real_tasks(task_files):
                              "You do not want to fly before 11am est. You want to fly in economy.", [])  # fmt: skip
     match, _ = match_tau_bench(record, load_tasks(task_files))
     assert match is not None and match.id == "20"
+
+
+@pytest.mark.skipif(not SHARED_TAU2.is_dir(), reason="real τ² data not found")
+def test_task_versions_agree_with_the_rollout_targets():
+    """The cross-part convention: analyze's task_version is the one `factory rollout` stamps (kept separate
+    only because importing env_registry would pull gymnasium into every analyze run)."""
+    from env_registry.targets.tasks import task_version
+
+    raw = json.loads((SHARED_TAU2 / "retail" / "tasks.json").read_text())
+    index = load_tasks([SHARED_TAU2 / "retail" / "tasks.json"])
+    for task in raw[:20]:
+        assert index.lookup("retail", task["id"]).version == task_version(task)
