@@ -1,9 +1,10 @@
 """Benchmark: ``factory analyze`` with the offline labeler on 1,000 τ² trajectories (target: < 30 s on 2 cores).
 
-Builds 1,000 trajectories from the real τ² airline and retail tasks (gold replays and injected failures,
+Builds 1,000 trajectories from the real τ² airline and retail tasks (careful replays and injected failures,
 see ``factory.testing.injection``), writes them as JSONL, then times the command end to end in a fresh
-Python process: start-up, import, labeling with N = 10 runs, statistics with 1,000 bootstrap resamples,
-charts and report. Run: ``python bench/bench_analyze.py [--shared PATH] [--repeat 3]``.
+Python process: start-up, import, task-version checks and attribution, labeling (once: the labeler is
+deterministic), statistics with 1,000 bootstrap resamples over tasks, chart and report.
+Run: ``python bench/bench_analyze.py [--shared PATH] [--repeat 3]``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def main() -> int:
 
     sys.path.insert(0, str(REPO))
     from factory.analyze.importers import write_jsonl
-    from factory.testing.injection import Tau2Domain, build_cases
+    from factory.testing.injection import build_cases
+    from factory.testing.tau2_replay import Tau2Domain
 
     domains = [Tau2Domain.load(args.shared / name) for name in ("airline", "retail")]
     cases = build_cases(domains, seed=0)
@@ -45,7 +47,7 @@ def main() -> int:
         command = [
             sys.executable, "-c", RUNNER, str(data),
             "--tasks", str(args.shared / "airline" / "tasks.json"), "--tasks", str(args.shared / "retail" / "tasks.json"),
-            "--runs", "10", "--bootstrap", "1000", "--out", str(Path(tmp) / "out"), "--json",
+            "--bootstrap", "1000", "--out", str(Path(tmp) / "out"), "--json",
         ]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(REPO), "TRACE_LLM": ""}
         times = []
@@ -57,7 +59,7 @@ def main() -> int:
                 print(done.stderr, file=sys.stderr)
                 return 2
     median = statistics.median(times)
-    print(f"factory analyze, offline labeler, {len(trajectories)} trajectories, N=10 runs, 1000 bootstrap resamples, {os.cpu_count()} CPU(s)")
+    print(f"factory analyze, offline labeler, {len(trajectories)} trajectories, 1000 bootstrap resamples, {os.cpu_count()} CPU(s)")
     print("runs (s): " + ", ".join(f"{t:.2f}" for t in times) + f"; median {median:.2f} s (budget {args.budget:.0f} s)")
     return 0 if median < args.budget else 1
 

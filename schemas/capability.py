@@ -46,13 +46,18 @@ class RunFigures(BaseModel):
     gap: float | None
     coverage: float
     selected: bool
+    n_success_labeled: int = Field(default=0, description="successes labeled PRESENT or LACKING (the ER+ denominator)")
+    n_failure_labeled: int = Field(default=0, description="counted failures labeled PRESENT or LACKING (the ER- denominator)")
 
 
 class CapabilityStats(BaseModel):
     """ER+ / ER- are lacking rates among non-NA successes / failures; gap = ER- - ER+.
 
     Over several labeling runs the figures are means over runs (ignoring runs where a rate is undefined);
-    ``per_run`` keeps each run's figures. ``coverage`` is the share of all failures labeled LACKING.
+    ``per_run`` keeps each run's figures. ``coverage`` is the share of all counted failures labeled LACKING
+    (failures that are not the agent's fault are not counted unless the analysis was told to).
+    ``n_success_labeled`` / ``n_failure_labeled`` are the labeled trajectories the rates rest on (fewest
+    over runs); ``support_warning`` says when they are too few to trust.
     """
 
     capability: str
@@ -68,6 +73,9 @@ class CapabilityStats(BaseModel):
     per_run: list[RunFigures] = Field(default_factory=list)
     n_successes: int = 0
     n_failures: int = 0
+    n_success_labeled: int = 0
+    n_failure_labeled: int = 0
+    support_warning: str | None = None
 
 
 class CapabilityOverlap(BaseModel):
@@ -100,12 +108,17 @@ class CapabilityReport(BaseModel):
     labeler: str = Field(description="'offline' or the LLM spec, e.g. 'openai:gpt-4.1'")
     discovery: str = Field(default="catalogue", description="where the candidates came from: catalogue, llm or catalogue+llm")
     runs: int = Field(ge=1)
+    deterministic: bool = Field(default=False, description="the labeler gives the same labels every time, so it ran once")
     delta: float
     coverage_threshold: float
     min_runs: int = Field(ge=1)
     n_trajectories: int
     n_successes: int
-    n_failures: int
+    n_failures: int = Field(description="failures counted in the statistics")
+    n_unattributable: int = Field(default=0, description="failures not attributed to the agent (excluded unless include_unattributable)")
+    unattributable: dict[str, int] = Field(default_factory=dict, description="not-attributable failures by cause")
+    include_unattributable: bool = False
+    bootstrap_unit: str = Field(default="trajectory", description="'task' when tasks repeat (cluster bootstrap), else 'trajectory'")
     capabilities: list[CapabilityFinding] = Field(default_factory=list)
     candidates: list[CapabilityFinding] = Field(default_factory=list)
     overlap: list[CapabilityOverlap] = Field(default_factory=list)

@@ -1,36 +1,29 @@
 """Capability analysis (TRACE step 2): import trajectories, propose and label capabilities, and select the
 ones whose absence explains failures (``factory analyze``).
 
-Modules, one job each: ``importers`` (τ²-bench, τ-bench, JSONL -> Trajectory), ``gold`` (tasks' gold
-actions), ``catalogue`` (built-in capabilities), ``discovery`` (LLM proposes capabilities), ``labeling``
-(LLM labels, N runs), ``offline`` (rule-based labeler), ``stats`` (ER±, Δ, coverage, K of N, bootstrap,
-overlap), ``pipeline`` (end to end), ``report`` and ``charts`` (outputs), ``injection`` (synthetic τ²
-trajectories with known deficits), ``command`` (the CLI).
+Modules, one job each: ``importers`` with ``format_tau2`` and ``format_tau_bench`` (files -> Trajectory),
+``tasks`` (task specs: instructions, gold, versions), ``revisions`` (which task version a run used, and
+whether the benchmark corrected it since), ``attribution`` (failures that are not the agent's fault),
+``world`` and ``policy_*`` (what the agent saw and what the domain policy allows), ``offline`` (the rule
+labeler), ``catalogue`` (built-in capabilities), ``discovery`` / ``labeling`` (LLM), ``stats`` (ER±, Δ,
+coverage, bootstrap), ``pipeline`` (end to end), ``report`` and ``charts`` (outputs).
 """
 
 from factory.analyze.catalogue import BUILTIN_CAPABILITIES, PAPER_CAPABILITIES, builtin_capabilities
 from factory.analyze.errors import AnalyzeInputError, TrajectoryFormatError
-from factory.analyze.gold import GoldAction, GoldIndex, load_tasks
 from factory.analyze.importers import ImportResult, load_trajectories, write_jsonl
-from factory.analyze.offline import OfflineLabeler
-from factory.analyze.pipeline import AnalysisResult, AnalyzeConfig, analyze
-from factory.analyze.stats import LabelMatrix, capability_statistics
+from factory.analyze.tasks import GoldAction, TaskIndex, TaskSpec, load_tasks
 
 __all__ = [
-    "AnalysisResult",
-    "AnalyzeConfig",
-    "AnalyzeInputError",
     "BUILTIN_CAPABILITIES",
-    "GoldAction",
-    "GoldIndex",
-    "ImportResult",
-    "LabelMatrix",
-    "OfflineLabeler",
     "PAPER_CAPABILITIES",
+    "AnalyzeInputError",
+    "GoldAction",
+    "ImportResult",
+    "TaskIndex",
+    "TaskSpec",
     "TrajectoryFormatError",
-    "analyze",
     "builtin_capabilities",
-    "capability_statistics",
     "load_tasks",
     "load_trajectories",
     "write_jsonl",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.messages import Message
@@ -27,10 +27,30 @@ class AgentCall:
     result: str | None = None
     result_index: int | None = None
     error: bool = False
+    _parsed: Any = field(default=None, init=False, repr=False, compare=False)
+    _has_parsed: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def result_json(self) -> Any:
+        """The result parsed as JSON (parsed once), the plain text when it is not JSON, None when it cannot be read."""
+        if not self._has_parsed:
+            self._parsed, self._has_parsed = _parse_result(self.result), True
+        return self._parsed
 
     @property
     def succeeded(self) -> bool:
         return self.result_index is not None and not self.error and self.arguments is not None
+
+
+def _parse_result(text: str | None) -> Any:
+    if not text:
+        return None
+    text = text.strip()
+    if text[:1] not in "[{":
+        return text
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None
 
 
 def is_error_result(message: Message) -> bool:

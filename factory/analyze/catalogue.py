@@ -1,4 +1,6 @@
-"""Built-in capability catalogue: the six capabilities the TRACE paper found on τ²-bench, plus escalation.
+"""Built-in capability catalogue: the six capabilities the TRACE paper found on τ²-bench, plus policy
+application (the most common τ² airline failure: deciding wrongly whether the policy allows a request) and
+escalation.
 
 The catalogue can seed LLM discovery (the model reuses these names for the same ideas and adds others) or
 replace it (``--catalogue only``). The offline labeler knows exactly these capabilities.
@@ -61,6 +63,15 @@ PAPER_CAPABILITIES: tuple[Capability, ...] = (
 )
 
 EXTRA_CAPABILITIES: tuple[Capability, ...] = (
+    Capability(
+        name="policy_application",
+        description=(
+            "Decides correctly whether the domain policy allows what the user asks, given the records it has "
+            "read: grants what the policy allows (a cancellation with a valid ground, a cabin change before any "
+            "flight has flown, a return of a delivered order) and refuses what it forbids (changing a basic "
+            "economy trip's flights, removing bags, compensating an ineligible user), whatever the user insists."
+        ),
+    ),
     Capability(
         name="escalation_judgment",
         description=(

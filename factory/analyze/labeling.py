@@ -150,9 +150,9 @@ def label_runs_llm(
 
 
 def label_runs_offline(
-    labeler, trajectories: list[Trajectory], capabilities: list[Capability], runs: int, *, progress: Progress | None = None
+    labeler, trajectories: list[Trajectory], capabilities: list[Capability], *, progress: Progress | None = None
 ) -> list[list[TrajectoryLabel]]:
-    """The offline labeler is deterministic: label once and reuse the labels for every run."""
+    """The offline labeler is deterministic: one run, since more would only repeat its labels."""
     names = [c.name for c in capabilities]
     labels: list[TrajectoryLabel] = []
     total = len(trajectories)
@@ -161,4 +161,4 @@ def label_runs_offline(
         labels.extend(labeler.label(trajectory, names))
         if progress and (number % step == 0 or number == total):
             progress(number, total)
-    return [labels for _ in range(runs)]
+    return [labels]

@@ -1,408 +1,298 @@
-"""Offline labeler: labels the built-in capabilities on τ²-style tasks by comparing the agent's tool calls
-with the task's gold actions and the tools' read/write types. No LLM, deterministic, fast.
+"""Offline labeler: labels the built-in capabilities from the trajectory, the task's instructions and the
+domain policy. No LLM, deterministic, fast, and blind: it never sees the reward, the success flag, the
+reward breakdown or the gold actions (``evidence.blind``), so a label cannot restate the outcome, and a call
+is never LACKING merely because it differs from the gold.
 
-How it compares. Only state-changing gold actions (write tools) are matched argument by argument, because
-τ² grades the final database: a read with an odd argument does no harm if the writes are right. Each gold
-write is matched to the agent's calls of the same tool: *satisfied* (a successful call with equal
-arguments; ``compare_args`` respected, 50 == 50.0), *failed* (equal arguments but the tool returned an
-error), *mismatch* (the closest call of that tool has different arguments) or *missing* (no call of that
-tool left). A successful agent write not matched to any gold write is an *extra write*. A differing
-argument value is a *date* when it looks like ``YYYY-MM-DD``; it is *seen data* when the agent's value
-occurs in an earlier tool result or user message (so the agent copied it from the wrong record).
-
-The rules, one function each (their docstrings are also printed in the Markdown report):
+It judges behaviour. Each rule below collects findings (one capability, PRESENT or LACKING, a reason); a
+capability is LACKING when any finding says so, PRESENT when some finding shows it used well, NA when the
+episode gave no occasion to judge it. On τ² airline and retail the domain rules (``policy_airline``,
+``policy_retail``) judge every state-changing call and every refusal against the policy, using the policy
+functions of ``trace_env.kits`` on the records the agent had read. The rules, one function each (their
+docstrings are printed in the Markdown report):
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
-from factory.analyze.calls import AgentCall, agent_calls
-from factory.analyze.gold import GoldAction, GoldIndex
-from factory.analyze.toolinfo import ToolCatalog, catalog_for_target
+from factory.analyze import policy_airline, policy_retail
+from factory.analyze.conversation import asks_confirmation, claims_done, is_confirmation, refusals, sentences
+from factory.analyze.evidence import LACKING, NA, PRESENT, Evidence, Finding, build_evidence
+from factory.analyze.tasks import TaskSpec
 from schemas.capability import CapabilityLabel, TrajectoryLabel
 from schemas.trajectory import Trajectory
 
-NA, PRESENT, LACKING = CapabilityLabel.NA, CapabilityLabel.PRESENT, CapabilityLabel.LACKING
 TRANSFER = "transfer_to_human_agents"
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?$")
-_TOKEN = re.compile(r"[#\w][\w.@#+-]*")
-_MISSING = object()
+_STOP = re.compile(r"###(STOP|TRANSFER|OUT-OF-SCOPE)###")
+_WRITE_WORDS = re.compile(r"\b(book|cancel|change|modify|update|upgrade|downgrade|add|exchange|return|refund|issue|send|process)\w*", re.I)
+ID_SHAPES = {
+    "reservation_id": re.compile(r"^[A-Z0-9]{6}$"),
+    "order_id": re.compile(r"^#?W\d{7}$"),
+    "user_id": re.compile(r"^[a-z]+_[a-z]+_\d+$"),
+}
+_CONDITION = re.compile(r"\b(but|however|only if|as long as|provided|before (you|we) (proceed|go))\b|\?", re.I)
+_INFO_REQUEST = re.compile(r"\b(show|check|look|search|find|tell me|list|let me know|what|how much|how many|which)\b", re.I)
+_CLAIM_OBJECT = {
+    "cancel_reservation": r"cancel", "cancel_pending_order": r"cancel", "return_delivered_order_items": r"return",
+    "exchange_delivered_order_items": r"exchang", "book_reservation": r"book", "send_certificate": r"certificate|voucher",
+    "update_reservation_flights": r"flight|cabin|class|upgrad|downgrad", "update_reservation_baggages": r"bag|luggage",
+    "update_reservation_passengers": r"passenger|name", "modify_pending_order_items": r"\bitems?\b|swap|exchang",
+    "modify_pending_order_address": r"address", "modify_pending_order_payment": r"payment", "modify_user_address": r"address",
+}  # fmt: skip
+"""What a message must mention to claim that a given change was made."""
+_REJECTED_ARGUMENTS = re.compile(r"validation errors? for|Field required|Input should be|missing \d+ required|unexpected keyword argument", re.I)
+"""Tool errors that say the arguments were malformed (τ² validates them with pydantic), not that the request failed."""
+_TEXT_CALL = re.compile(r'[{]\s*"name"\s*:\s*"([a-z_]+)"\s*,\s*"(?:arguments|parameters)"\s*:')
+_VALUE_KEYS = re.compile(r"(_id|_ids|^flight_number)$")
 
 
-# --------------------------------------------------------------------------------------------------
-# evidence: everything the rules look at, computed once per trajectory
-# --------------------------------------------------------------------------------------------------
-def _norm(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"b:{value}"
-    if isinstance(value, (int, float)):
-        return f"n:{float(value)!r}"
-    text = str(value).strip()
-    try:
-        return f"n:{float(text)!r}"
-    except ValueError:
-        return f"s:{text}"
+_PUNCTUATION = str.maketrans({c: " " for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~"})
 
 
-def _equal(gold: Any, agent: Any) -> bool:
-    if isinstance(gold, dict) and isinstance(agent, dict):
-        return all(_equal(v, agent.get(k, _MISSING)) for k, v in gold.items()) and set(gold) == set(agent)
-    if isinstance(gold, list) and isinstance(agent, list):
-        return len(gold) == len(agent) and all(_equal(a, b) for a, b in zip(gold, agent))
-    if agent is _MISSING:
-        return False
-    if isinstance(gold, (dict, list)) or isinstance(agent, (dict, list)):
-        return False
-    return _norm(gold) == _norm(agent)
+def _norm(value: object) -> str:
+    return str(value).lower().translate(_PUNCTUATION).replace(" ", "")
 
 
-@dataclass
-class Diff:
-    path: str
-    gold: Any
-    agent: Any
-    kind: str = "precision"  # "date" | "seen" | "precision"
+def _mentioned(value: str, texts: list[str], before: int) -> bool:
+    """Whether the user or a tool had said a value before a message: verbatim, or its digits (an order id
+    typed without its ``#W``)."""
+    plain = _norm(value)
+    digits = re.sub(r"\D", "", plain)
+    loose = len(digits) >= 5 and digits == plain.lstrip("w")
+    return any(plain in text or (loose and digits in text) for text in texts[:before])
 
 
-@dataclass
-class GoldMatch:
-    action: GoldAction
-    status: str  # satisfied | failed | mismatch | missing
-    call: AgentCall | None = None
-    diffs: list[Diff] = field(default_factory=list)
+def _source_texts(ev: Evidence) -> list[str]:
+    """Per message, what an argument value may have come from: user messages and tool results, normalised."""
+    return [(m.content or "").lower().translate(_PUNCTUATION) if m.role in ("user", "tool") else "" for m in ev.trajectory.messages]
 
 
-def _compared(action: GoldAction) -> dict[str, Any]:
-    if action.compare_args is None:
-        return action.arguments
-    return {k: action.arguments[k] for k in action.compare_args if k in action.arguments}
-
-
-def _args_match(action: GoldAction, arguments: dict[str, Any] | None) -> bool:
-    if arguments is None:
-        return False
-    return all(_equal(v, arguments.get(k, _MISSING)) for k, v in _compared(action).items())
-
-
-def _diffs(gold: Any, agent: Any, path: str) -> list[Diff]:
-    if isinstance(gold, dict) and isinstance(agent, dict):
-        out = []
-        for key, value in gold.items():
-            out += _diffs(value, agent.get(key, _MISSING), f"{path}.{key}" if path else key)
-        return out
-    if isinstance(gold, list) and isinstance(agent, list) and len(gold) == len(agent):
-        out = []
-        for i, (a, b) in enumerate(zip(gold, agent)):
-            out += _diffs(a, b, f"{path}[{i}]")
-        return out
-    return [] if _equal(gold, agent) else [Diff(path, gold, None if agent is _MISSING else agent)]
-
-
-def _is_date(value: Any) -> bool:
-    return isinstance(value, str) and bool(_DATE.match(value.strip()))
-
-
-def _scalars(value: Any, out: set[str]) -> None:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out.add(_norm(key))
-            _scalars(item, out)
-    elif isinstance(value, list):
-        for item in value:
-            _scalars(item, out)
-    elif value is not None:
-        out.add(_norm(value))
-
-
-def _text_values(text: str | None) -> set[str]:
-    out: set[str] = set()
-    if not text:
-        return out
-    stripped = text.strip()
-    if stripped[:1] in "[{":
-        try:
-            _scalars(json.loads(stripped), out)
-            return out
-        except json.JSONDecodeError:
-            pass
-    for token in _TOKEN.findall(text):
-        out.add(_norm(token.rstrip(".")))
+def _id_values(arguments: object, key: str = "") -> list[tuple[str, str]]:
+    """(key, value) for every id-like argument, nested ones included (payment ids inside payment lists)."""
+    out: list[tuple[str, str]] = []
+    if isinstance(arguments, dict):
+        for k, v in arguments.items():
+            out += _id_values(v, k)
+    elif isinstance(arguments, list):
+        for v in arguments:
+            out += _id_values(v, key)
+    elif isinstance(arguments, str) and arguments.strip() and _VALUE_KEYS.search(key):
+        out.append((key, arguments))
     return out
 
 
-@dataclass
-class Evidence:
-    trajectory: Trajectory
-    catalog: ToolCatalog
-    gold: list[GoldAction] | None
-    calls: list[AgentCall]
-    matches: list[GoldMatch] = field(default_factory=list)
-    extra_writes: list[AgentCall] = field(default_factory=list)
-    _seen_cache: dict[int, set[str]] = field(default_factory=dict)
-
-    @property
-    def gold_writes(self) -> list[GoldAction]:
-        return [a for a in self.gold or [] if self.catalog.is_write(a.name)]
-
-    def seen_before(self, message_index: int) -> set[str]:
-        """Values the agent had seen (user messages, tool results) before the given message."""
-        if message_index not in self._seen_cache:
-            seen: set[str] = set()
-            for message in self.trajectory.messages[:message_index]:
-                if message.role in ("user", "tool"):
-                    seen |= _text_values(message.content)
-            self._seen_cache[message_index] = seen
-        return self._seen_cache[message_index]
-
-
-def build_evidence(trajectory: Trajectory, gold: list[GoldAction] | None, catalog: ToolCatalog | None = None) -> Evidence:
-    catalog = catalog or catalog_for_target(trajectory.target)
-    evidence = Evidence(trajectory, catalog, gold, agent_calls(trajectory))
-    writes = [c for c in evidence.calls if catalog.is_write(c.name)]
-    used: set[int] = set()
-    if gold is not None:
-        pending = list(evidence.gold_writes)
-        results: dict[int, GoldMatch] = {}
-        # 1. satisfied: a successful call with equal arguments
-        for i, action in enumerate(pending):
-            call = next((c for c in writes if c.position not in used and c.name == action.name and c.succeeded and _args_match(action, c.arguments)), None)
-            if call is not None:
-                used.add(call.position)
-                results[i] = GoldMatch(action, "satisfied", call)
-        # 2. failed: equal arguments, but every such call errored (all identical retries are consumed)
-        for i, action in enumerate(pending):
-            if i in results:
-                continue
-            same = [c for c in writes if c.position not in used and c.name == action.name and _args_match(action, c.arguments)]
-            if same:
-                used.update(c.position for c in same)
-                results[i] = GoldMatch(action, "failed", same[0])
-        # 3. mismatch: the closest remaining call of the same tool
-        for i, action in enumerate(pending):
-            if i in results:
-                continue
-            candidates = [c for c in writes if c.position not in used and c.name == action.name]
-            if not candidates:
-                results[i] = GoldMatch(action, "missing")
-                continue
-            compared = _compared(action)
-
-            def closeness(call: AgentCall) -> tuple[int, int, int]:
-                args = call.arguments or {}
-                same_keys = sum(1 for k, v in compared.items() if _equal(v, args.get(k, _MISSING)))
-                return (same_keys, int(call.succeeded), -call.position)
-
-            call = max(candidates, key=closeness)
-            used.add(call.position)
-            diffs = _diffs(compared, call.arguments if call.arguments is not None else {}, "")
-            seen = evidence.seen_before(call.message_index)
-            for diff in diffs:
-                if _is_date(diff.gold) or _is_date(diff.agent):
-                    diff.kind = "date"
-                elif diff.agent is not None and not isinstance(diff.agent, (dict, list)) and _norm(diff.agent) in seen:
-                    diff.kind = "seen"
-            results[i] = GoldMatch(action, "mismatch", call, diffs)
-        evidence.matches = [results[i] for i in range(len(pending))]
-        evidence.extra_writes = [c for c in writes if c.position not in used and c.succeeded]
-    return evidence
-
-
-def _fmt_call(call: AgentCall) -> str:
-    args = call.arguments or {}
-    key = next((k for k in args if k.endswith("_id")), None)
-    return f"{call.name}({key}={args[key]!r})" if key else f"{call.name}(...)"
-
-
-Verdict = tuple[CapabilityLabel, str]
-
-
-# --------------------------------------------------------------------------------------------------
-# the rules
-# --------------------------------------------------------------------------------------------------
-def rule_multi_step_task_completion(ev: Evidence) -> Verdict:
-    """LACKING when a write the gold requires was never attempted (no call of that tool at all), i.e. the
-    agent stopped before finishing the job. PRESENT when every required write was attempted. NA without gold
-    actions or when the task requires no write."""
-    if ev.gold is None or not ev.gold_writes:
-        return NA, "no required write in the gold actions" if ev.gold is not None else "no gold actions"
-    missing = [m.action.name for m in ev.matches if m.status == "missing"]
-    if missing:
-        return LACKING, f"required write never made: {', '.join(missing)}"
-    return PRESENT, f"all {len(ev.gold_writes)} required write(s) attempted"
-
-
-def rule_tool_calling_precision(ev: Evidence) -> Verdict:
-    """LACKING when any call has malformed JSON arguments, names a tool the target does not have, or breaks
-    the tool's schema (missing required field, wrong type, value outside an enum); or when the right tool was
-    called for a required write with an argument that differs from the gold and is neither a date nor a value
-    the agent had seen (an invented, mistyped or incomplete value). PRESENT otherwise; NA with no tool call."""
+def rule_tool_calling_precision(ev: Evidence) -> None:
+    """LACKING when the agent writes a tool call as text instead of making it, when a call has malformed JSON
+    arguments or arguments the tool rejects as malformed, names a tool the run did not offer (each format's own
+    tools: τ-bench's ``think`` is a tool there), breaks the tool's schema (missing field, wrong type, value
+    outside an enum), puts one kind of id where another belongs (a user id as a reservation id), or carries an
+    id that neither the user nor any tool result had mentioned (an invented value). PRESENT otherwise; NA with
+    no tool call."""
+    for utterance in ev.said:
+        if utterance.role == "assistant":
+            match = _TEXT_CALL.search(utterance.text)
+            if match and ev.catalog.knows(match.group(1)) is not False and not ev.trajectory.messages[utterance.index].tool_calls:
+                ev.add("tool_calling_precision", LACKING, f"wrote a {match.group(1)} call as text instead of calling the tool")
+                break
     if not ev.calls:
-        return NA, "no tool calls"
+        return
+    texts: list[str] | None = None
     for call in ev.calls:
         if call.arguments is None:
-            return LACKING, f"{call.name}: malformed arguments ({call.parse_error})"
+            ev.add("tool_calling_precision", LACKING, f"{call.name}: malformed arguments ({call.parse_error})")
+            continue
         if ev.catalog.knows(call.name) is False:
-            return LACKING, f"called unknown tool {call.name!r}"
-        problems = ev.catalog.schema_errors(call.name, call.arguments)
+            ev.add("tool_calling_precision", LACKING, f"called {call.name!r}, a tool this run did not offer")
+            continue
+        problems = ev.catalog.schema_errors(call.name, call.arguments, call.raw_arguments)
         if problems:
-            return LACKING, f"{call.name}: {problems[0]}"
-    for match in ev.matches:
-        wrong = [d for d in match.diffs if d.kind == "precision"]
-        if wrong:
-            d = wrong[0]
-            shown = "missing" if d.agent is None else repr(d.agent)
-            return LACKING, f"{match.action.name}: {d.path} = {shown}, expected {d.gold!r}"
-    return PRESENT, f"{len(ev.calls)} call(s) well-formed"
+            ev.add("tool_calling_precision", LACKING, f"{call.name}: {problems[0]}")
+            continue
+        if call.error and _REJECTED_ARGUMENTS.search(call.result or ""):
+            ev.add("tool_calling_precision", LACKING, f"{call.name}: the tool rejected its arguments ({' '.join((call.result or '').split())[:80]})")
+            continue
+        for key, item in _id_values(call.arguments):
+            shape = ID_SHAPES.get(key)
+            other = next((k for k, p in ID_SHAPES.items() if k != key and p.match(item)), None)
+            if shape is not None and not shape.match(item) and other is not None:
+                ev.add("tool_calling_precision", LACKING, f"{call.name}: passed {item!r}, a {other.replace('_', ' ')}, as {key}")
+                break
+            texts = texts if texts is not None else _source_texts(ev)
+            if not _mentioned(item, texts, call.message_index):
+                ev.add("tool_calling_precision", LACKING, f"{call.name}: {key} {item!r} appears nowhere the agent could have read it")
+                break
+    ev.add("tool_calling_precision", PRESENT, f"{len(ev.calls)} call(s) well-formed")
 
 
-def rule_structured_data_reasoning(ev: Evidence) -> Verdict:
-    """LACKING when a required write was made with an argument value (an id, a price, a flight) that the agent
-    had seen in an earlier tool result or user message but that is not the gold value: it read the data and
-    picked the wrong record. PRESENT when the attempted required writes carry the right values. NA without gold
-    actions or when no required write was attempted."""
-    attempted = [m for m in ev.matches if m.status != "missing"]
-    if ev.gold is None or not attempted:
-        return NA, "no gold actions" if ev.gold is None else "no required write attempted"
-    for match in attempted:
-        wrong = [d for d in match.diffs if d.kind == "seen"]
-        if wrong:
-            d = wrong[0]
-            return LACKING, f"{match.action.name}: used {d.agent!r} from the data for {d.path}, expected {d.gold!r}"
-    return PRESENT, "values carried from the data into writes correctly"
-
-
-def rule_datetime_reasoning(ev: Evidence) -> Verdict:
-    """LACKING when a required write that carries a date was made with a different date. PRESENT when such
-    writes have the right dates. NA when no attempted required write carries a date (``YYYY-MM-DD``)."""
-    if ev.gold is None:
-        return NA, "no gold actions"
-    dated = [m for m in ev.matches if m.status != "missing" and _has_date(_compared(m.action))]
-    if not dated:
-        return NA, "no dated write attempted"
-    for match in dated:
-        wrong = [d for d in match.diffs if d.kind == "date"]
-        if wrong:
-            d = wrong[0]
-            return LACKING, f"{match.action.name}: {d.path} = {d.agent!r}, expected {d.gold!r}"
-    return PRESENT, "dates in writes are right"
-
-
-def rule_precondition_verification(ev: Evidence) -> Verdict:
-    """LACKING when the agent changed state it had not checked: a successful write the gold does not contain
-    (e.g. cancelling or compensating when the policy forbids it), or a write to a record (its first ``*_id``
-    argument, payments aside) that no earlier successful read was asked about. PRESENT when every successful
-    write is required and was preceded by a read of its record. NA when the agent made no successful write.
-    Without gold actions only the read-before-write check applies."""
-    writes = [c for c in ev.calls if ev.catalog.is_write(c.name) and c.succeeded]
-    if not writes:
-        return NA, "no state-changing call"
-    extra = {c.position for c in ev.extra_writes}
-    for call in writes:
-        key = ev.catalog.primary_key(call.name, call.arguments or {})
-        value = (call.arguments or {}).get(key) if key else None
-        checked = value is None or any(
-            c.position < call.position and c.succeeded and ev.catalog.is_read(c.name) and _mentions(c.arguments, value)
-            for c in ev.calls
-        )
-        if call.position in extra:
-            how = "without reading that record first" if not checked else "although its record had been read"
-            return LACKING, f"{_fmt_call(call)} is not called for by the task, made {how}"
-        if not checked:
-            return LACKING, f"{_fmt_call(call)} made before any read of {value!r}"
-    return PRESENT, f"{len(writes)} write(s), each required and checked first"
-
-
-def rule_permission_error_recovery(ev: Evidence) -> Verdict:
-    """LACKING when, after a tool error, the agent's next call repeats the identical failing call, or (with
-    gold) a required write ended in error and was never made successfully. PRESENT when every error was
-    followed by a changed call, an alternative or an explanation. NA when no tool call failed."""
+def rule_permission_error_recovery(ev: Evidence) -> None:
+    """LACKING when, after a tool error, the agent's next call repeats the identical failing call, or its next
+    message tells the user that the failed change was made. PRESENT when every error was followed by a changed
+    call, an alternative or an explanation. NA when no tool call failed."""
     failed = [c for c in ev.calls if c.error]
-    if not failed:
-        return NA, "no tool errors"
     for call in failed:
         later = [c for c in ev.calls if c.position > call.position]
         if later and later[0].name == call.name and later[0].raw_arguments == call.raw_arguments:
-            return LACKING, f"repeated the failing call {_fmt_call(call)}"
-    for match in ev.matches:
-        if match.status == "failed":
-            return LACKING, f"required {match.action.name} failed and was never made successfully"
-    return PRESENT, f"recovered from {len(failed)} tool error(s)"
+            ev.add("permission_error_recovery", LACKING, f"repeated the failing call {call.name}({call.raw_arguments[:60]})")
+            return
+        if ev.catalog.is_write(call.name) and call.result_index is not None:
+            retried = any(c.name == call.name and c.succeeded and c.position > call.position for c in ev.calls)
+            reply = next((u for u in ev.said if u.role == "assistant" and u.index > call.result_index), None)
+            subject = _CLAIM_OBJECT.get(call.name)
+            claims = [s for s in sentences(reply.text) if claims_done(s)] if reply is not None and subject else []
+            if any(re.search(subject, s, re.I) and not re.search(r"\b(not|unable|couldn|could not|failed)\b", s, re.I) for s in claims) and not retried:
+                ev.add("permission_error_recovery", LACKING, f"told the user the change was made after {call.name} failed")
+                return
+    if failed:
+        ev.add("permission_error_recovery", PRESENT, f"recovered from {len(failed)} tool error(s)")
 
 
-def rule_escalation_judgment(ev: Evidence) -> Verdict:
-    """LACKING when the gold transfers to a human agent and the agent did not, or the agent transferred when the
-    gold does not. PRESENT when both transfer. NA when neither does, or without gold actions."""
-    if ev.gold is None:
-        return NA, "no gold actions"
-    gold_transfer = any(a.name == TRANSFER for a in ev.gold)
-    agent_transfer = any(c.name == TRANSFER for c in ev.calls)
-    if gold_transfer and not agent_transfer:
-        return LACKING, "did not transfer to a human agent when the policy required it"
-    if agent_transfer and not gold_transfer:
-        return LACKING, "transferred a request it should have handled"
-    if gold_transfer:
-        return PRESENT, "transferred as required"
-    return NA, "no transfer involved"
+def _contains(text: str, value: str) -> bool:
+    """Whether a required fact was said: a figure as a number (327 is not in 1,327; 1286 is 1,286.00), a
+    word or phrase as itself."""
+    wanted = value.replace(",", "").replace("$", "").strip()
+    try:
+        target = float(wanted)
+    except ValueError:
+        return bool(wanted) and re.search(r"(?<!\w)" + re.escape(wanted.lower()) + r"(?!\w)", text.lower()) is not None
+    numbers = re.findall(r"\d[\d,]*(?:\.\d+)?", text)
+    return any(abs(float(n.replace(",", "")) - target) < 0.005 for n in numbers)
 
 
-def _has_date(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_has_date(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_date(v) for v in value)
-    return _is_date(value)
+def rule_multi_step_task_completion(ev: Evidence) -> None:
+    """LACKING when the user confirmed a change the agent had proposed and the agent never attempted it, when
+    the agent told the user a change was made although it made no state-changing call at all. PRESENT when
+    confirmed changes were attempted. NA otherwise."""
+    cap = "multi_step_task_completion"
+    for number, utterance in enumerate(ev.said):
+        if utterance.role != "user" or _STOP.search(utterance.text) or not is_confirmation(utterance.text):
+            continue
+        proposal = next((u for u in reversed(ev.said[:number]) if u.role == "assistant"), None)
+        if proposal is None or not asks_confirmation(proposal.text) or not _WRITE_WORDS.search(proposal.text):
+            continue
+        if _CONDITION.search(utterance.text) or _INFO_REQUEST.search(utterance.text):
+            continue  # "yes, but only if ..." or "yes, show me ..." is not a go-ahead for a change
+        attempted = [c for c in ev.calls if c.message_index > utterance.index and (ev.catalog.is_write(c.name) or c.name == TRANSFER)]
+        declined = any(u.role == "assistant" and u.index > utterance.index and refusals(u.text) for u in ev.said)
+        if not attempted and not declined:
+            ev.add(cap, LACKING, f"the user confirmed ({utterance.text.strip()[:50]!r}) but the agent never made the change")
+            return
+        if attempted:
+            ev.add(cap, PRESENT, "confirmed changes were carried out")
+    if not any(ev.catalog.is_write(c.name) for c in ev.calls):
+        claim = next((u for u in ev.said if u.role == "assistant" and claims_done(u.text)), None)
+        if claim is not None:
+            ev.add(cap, LACKING, f"told the user a change was made without making any: {claim.text.strip()[:60]!r}")
+            return
 
 
-def _mentions(arguments: dict[str, Any] | None, value: Any) -> bool:
-    if not arguments:
-        return False
-    found: set[str] = set()
-    _scalars(arguments, found)
-    return _norm(value) in found
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_FIGURE = re.compile(r"(?<![\w#.-])\$?\d[\d,]*(\.\d+)?(?![\w-])")
+"""A figure told to the user: a standalone number or amount (ids such as HAT123, #W1234567, card_1234 and ISO
+dates are not figures)."""
 
 
-RULES: dict[str, Callable[[Evidence], Verdict]] = {
-    "precondition_verification": rule_precondition_verification,
-    "structured_data_reasoning": rule_structured_data_reasoning,
-    "tool_calling_precision": rule_tool_calling_precision,
-    "multi_step_task_completion": rule_multi_step_task_completion,
-    "permission_error_recovery": rule_permission_error_recovery,
-    "datetime_reasoning": rule_datetime_reasoning,
-    "escalation_judgment": rule_escalation_judgment,
-}
+def rule_required_communication(ev: Evidence) -> None:
+    """For the facts the task requires the agent to tell the user (τ²'s ``communicate_info``: totals, refunds,
+    balances, counts): multi_step_task_completion is LACKING when the agent never reported any such figure (it
+    never got to that part of the request), and structured_data_reasoning is PRESENT when it reported every
+    one. When it reported other figures instead, the cause may be arithmetic, an unverified fact or unfinished
+    work, which the record does not tell apart, so no capability is blamed. NA for tasks without required
+    facts. This mirrors τ²'s COMMUNICATE check, so on tasks graded by it a PRESENT cannot disagree with the
+    outcome."""
+    required = ev.task.communicate_info if ev.task is not None else []
+    if not required:
+        return
+    said = "\n".join(u.text for u in ev.said if u.role == "assistant")
+    missing = [v for v in required if not _contains(said, v)]
+    if not missing:
+        ev.add("structured_data_reasoning", PRESENT, "told the user every figure the task requires")
+    elif not _FIGURE.search(_ISO_DATE.sub(" ", said)) or not _FIGURE.fullmatch(missing[0].strip()):
+        ev.add("multi_step_task_completion", LACKING, f"never told the user {missing[0]!r}, which the task requires")
+
+
+def rule_escalation_judgment(ev: Evidence) -> None:
+    """(τ² airline) LACKING when the user asked to cancel a trip part of which had flown and the agent did not
+    transfer to a human agent, as the policy requires; PRESENT when it did. NA otherwise: whether any other
+    transfer was needed depends on what the request was, which these rules do not guess."""
+    # judged in policy_airline.judge_escalation, on the records the agent had read
+
+
+def rule_domain_policy(ev: Evidence) -> None:
+    """precondition_verification, policy_application, structured_data_reasoning and datetime_reasoning on τ²
+    airline and retail. precondition_verification is LACKING when a state-changing call was made without the
+    reads the policy makes it conditional on (the reservation or order it changes; the user authenticated, in
+    retail; the searched flights, the profile's payment methods and membership; the reason for a cancellation),
+    whatever the outcome. policy_application is LACKING when the agent allowed what the policy forbids on the
+    records it had read (cancelling with no ground, changing a basic economy trip's flights, removing bags,
+    compensating an ineligible user, acting on an order whose status forbids it) or refused what the policy
+    allows (a cancellation with a ground, a cabin change before any flight, an order change its status allows).
+    datetime_reasoning is LACKING when such a decision hinged on the 24-hour window or on whether a flight had
+    flown and the agent got the date arithmetic wrong. structured_data_reasoning is LACKING when a call's
+    values contradict the records read (paid-bag counts against the membership allowance, items not in the
+    order, a cabin misread). PRESENT when such decisions were right; NA when there were none to judge."""
+    if ev.domain == "airline":
+        policy_airline.judge(ev)
+    elif ev.domain == "retail":
+        policy_retail.judge(ev)
+
+
+RULES: list[Callable[[Evidence], None]] = [
+    rule_domain_policy,
+    rule_tool_calling_precision,
+    rule_permission_error_recovery,
+    rule_multi_step_task_completion,
+    rule_required_communication,
+    rule_escalation_judgment,
+]
+CAPABILITIES = (
+    "precondition_verification", "policy_application", "structured_data_reasoning", "tool_calling_precision",
+    "multi_step_task_completion", "permission_error_recovery", "datetime_reasoning", "escalation_judgment",
+)  # fmt: skip
 
 
 def rule_documentation() -> dict[str, str]:
     """Each rule's docstring, for the Markdown report (one source of truth for the rules' wording)."""
-    return {name: " ".join(inspect.getdoc(rule).split()) for name, rule in RULES.items()}
+    return {rule.__name__.removeprefix("rule_"): " ".join(inspect.getdoc(rule).split()) for rule in RULES}
+
+
+def verdicts(findings: list[Finding], capabilities: list[str]) -> dict[str, tuple[CapabilityLabel, str]]:
+    out: dict[str, tuple[CapabilityLabel, str]] = {}
+    for name in capabilities:
+        mine = [f for f in findings if f.capability == name]
+        lacking = next((f for f in mine if f.label == LACKING), None)
+        present = next((f for f in mine if f.label == PRESENT), None)
+        if lacking is not None:
+            out[name] = (LACKING, lacking.reason)
+        elif present is not None:
+            out[name] = (PRESENT, present.reason)
+        else:
+            out[name] = (NA, "no occasion in this episode" if name in CAPABILITIES else "no offline rule for this capability")
+    return out
 
 
 class OfflineLabeler:
-    """Labels every built-in capability without an LLM. Deterministic: N runs give identical labels."""
+    """Labels every built-in capability without an LLM, once: it is deterministic, so repeated runs would
+    only repeat the same labels (the statistics say so instead of showing a K-of-N)."""
 
     deterministic = True
     name = "offline"
 
-    def __init__(self, gold_index: GoldIndex | None = None) -> None:
-        self.gold_index = gold_index or GoldIndex()
+    def __init__(self, tasks: dict[str, TaskSpec | None] | None = None) -> None:
+        self.tasks = tasks or {}
 
     def supports(self, capability: str) -> bool:
-        return capability in RULES
+        return capability in CAPABILITIES
+
+    def evidence(self, trajectory: Trajectory) -> Evidence:
+        return build_evidence(trajectory, self.tasks.get(trajectory.id))
 
     def label(self, trajectory: Trajectory, capabilities: list[str]) -> list[TrajectoryLabel]:
-        evidence = build_evidence(trajectory, self.gold_index.for_trajectory(trajectory))
-        labels = []
-        for name in capabilities:
-            rule = RULES.get(name)
-            verdict, reason = rule(evidence) if rule else (NA, "no offline rule for this capability")
-            labels.append(TrajectoryLabel(trajectory_id=trajectory.id, capability=name, label=verdict, reason=reason))
-        return labels
-
-    def has_gold(self, trajectory: Trajectory) -> bool:
-        return self.gold_index.for_trajectory(trajectory) is not None
+        ev = self.evidence(trajectory)
+        for rule in RULES:
+            rule(ev)
+        return [
+            TrajectoryLabel(trajectory_id=trajectory.id, capability=name, label=label, reason=reason)
+            for name, (label, reason) in verdicts(ev.findings, capabilities).items()
+        ]

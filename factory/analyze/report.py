@@ -1,5 +1,6 @@
 """Write an analysis to disk: ``capabilities.json`` (the ``CapabilityReport`` for ``factory build``),
-``report.md`` for people, PNG charts, and every label (``labels.jsonl``) for auditing."""
+``report.md`` for people, PNG charts, every label (``labels.jsonl``) and every trajectory's attribution
+(``trajectories.jsonl``) for auditing."""
 
 from __future__ import annotations
 
@@ -8,41 +9,84 @@ import os
 import tempfile
 from pathlib import Path
 
+from factory.analyze.attribution import CAUSE_TEXT
 from factory.analyze.charts import coverage_chart, selection_chart
 from factory.analyze.offline import rule_documentation
 from factory.analyze.pipeline import AnalysisResult
-from schemas.capability import CapabilityReport
+from factory.analyze.revisions import task_name
+from schemas.capability import CapabilityReport, CapabilityStats
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
+def fmt(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def _ci(ci) -> str:
-    return "" if ci is None else f" [{ci.low:.2f}, {ci.high:.2f}]"
+def _short(value: float) -> str:
+    text = f"{value:.2f}"
+    return text.replace("0.", ".", 1) if text.startswith(("0.", "-0.")) else text
+
+
+def ci_text(ci, compact: bool = False) -> str:
+    """`` [0.10, 0.40]``, or ``[.10,.40]`` where columns are tight."""
+    if ci is None:
+        return ""
+    if compact:
+        return f"[{_short(ci.low)},{_short(ci.high)}]"
+    return f" [{ci.low:.2f}, {ci.high:.2f}]"
+
+
+def counts(rate: float | None, labeled: int) -> str:
+    """``k/n`` behind a rate (from the first run's figures for an LLM labeler's mean)."""
+    return f"{round(rate * labeled)}/{labeled}" if rate is not None and labeled else f"0/{labeled}"
+
+
+def ordered(report: CapabilityReport) -> list:
+    return sorted(report.candidates, key=lambda f: (not f.stats.selected, -f.stats.selected_runs, -f.stats.coverage, f.name))
+
+
+def method_line(report: CapabilityReport) -> str:
+    if report.deterministic:
+        runs = "deterministic, so it labeled once (no K-of-N: repeating it would only repeat its labels)"
+    else:
+        runs = f"selected in at least K = {report.min_runs} of N = {report.runs} labeling runs"
+    unit = "tasks (clusters: a task's trials are not independent)" if report.bootstrap_unit == "task" else "trajectories"
+    return f"labeler `{report.labeler}`, {runs}; 95% bootstrap intervals resample {unit}"
 
 
 def _atomic_write(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs are ordinary files
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs are ordinary files
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
-def markdown(report: CapabilityReport, charts: dict[str, str]) -> str:
+def _rates(s: CapabilityStats) -> tuple[str, str]:
+    first = s.per_run[0] if s.per_run else None
+    plus = counts(first.er_success, first.n_success_labeled) if first else "—"
+    minus = counts(first.er_failure, first.n_failure_labeled) if first else "—"
+    return f"{fmt(s.er_success)} ({plus})", f"{fmt(s.er_failure)} ({minus})"
+
+
+def markdown(result: AnalysisResult, charts: dict[str, str]) -> str:
+    report = result.report
+    unattributable = ", ".join(f"{n} {CAUSE_TEXT.get(c, c)}" for c, n in sorted(report.unattributable.items(), key=lambda kv: -kv[1]))
     lines = [
         "# Capability analysis",
         "",
-        f"- trajectories: {report.n_trajectories} ({report.n_successes} successes, {report.n_failures} failures)"
-        f" on {', '.join(report.targets) or '—'}",
+        f"- trajectories: {report.n_trajectories} ({report.n_successes} successes, {report.n_failures} failures counted"
+        + (f"; {report.n_unattributable} failures not attributable to the agent: {unattributable}" if report.n_unattributable else "")
+        + f") on {', '.join(report.targets) or '—'}",
         f"- sources: {', '.join(report.sources) or '—'}",
-        f"- labeler: `{report.labeler}`; candidates from: {report.discovery}",
-        f"- selection: Δ ≥ δ = {report.delta:g} and coverage ≥ ρ = {report.coverage_threshold:g}, in at least "
-        f"K = {report.min_runs} of N = {report.runs} run(s)",
-        f"- selected: {len(report.capabilities)} capability(ies); failures explained by at least one: "
+        f"- {method_line(report)}; candidates from: {report.discovery}",
+        f"- selection: Δ ≥ δ = {report.delta:g} and coverage ≥ ρ = {report.coverage_threshold:g}, compared as exact fractions",
+        f"- selected: {len(report.capabilities)} capability(ies); counted failures explained by at least one: "
         f"{report.failures_covered} of {report.n_failures}",
     ]
     if report.llm_usage:
@@ -52,41 +96,45 @@ def markdown(report: CapabilityReport, charts: dict[str, str]) -> str:
             f"- LLM usage: {u.get('calls')} calls ({u.get('cached_calls')} from cache, {u.get('retries')} retries), "
             f"{u.get('input_tokens')} input / {u.get('output_tokens')} output tokens, cost {cost}"
         )
-    for note in report.notes:
-        lines.append(f"- note: {note}")
+    lines += [f"- note: {note}" for note in report.notes]
+    runs_col = "" if report.deterministic else " runs selected |"
     lines += [
         "",
         "## Candidates",
         "",
-        "ER+ / ER− are lacking rates among successes / failures labeled PRESENT or LACKING (NA excluded); "
-        "coverage is the share of all failures labeled LACKING. Figures are means over runs; brackets are 95% "
-        "bootstrap intervals.",
+        "ER+ / ER− are lacking rates among successes / counted failures labeled PRESENT or LACKING (NA excluded), "
+        "with the lacking/labeled counts behind them; coverage is the share of all counted failures labeled LACKING. "
+        "Brackets are 95% bootstrap intervals.",
         "",
-        "| capability | ER+ | ER− | Δ | coverage | runs selected | selected |",
-        "|---|---:|---:|---:|---:|---:|:---:|",
+        f"| capability | ER+ | ER− | Δ | coverage |{runs_col} selected |",
+        "|---|---:|---:|---:|---:|" + ("---:|" if runs_col else "") + ":---:|",
     ]
-    for f in sorted(report.candidates, key=lambda f: (-f.stats.selected_runs, -f.stats.coverage, f.name)):
+    for f in ordered(report):
         s = f.stats
+        plus, minus = _rates(s)
+        runs = f" {s.selected_runs}/{s.total_runs} |" if runs_col else ""
         lines.append(
-            f"| `{f.name}` | {_fmt(s.er_success)} | {_fmt(s.er_failure)} | {_fmt(s.gap)}{_ci(s.gap_ci)} | "
-            f"{_fmt(s.coverage)}{_ci(s.coverage_ci)} | {s.selected_runs}/{s.total_runs} | {'yes' if s.selected else 'no'} |"
+            f"| `{f.name}` | {plus} | {minus} | {fmt(s.gap)}{ci_text(s.gap_ci)} | {fmt(s.coverage)}{ci_text(s.coverage_ci)} |{runs}"
+            f" {'yes' if s.selected else 'no'} |"
         )
+    warnings = [f"- `{f.name}`: {f.stats.support_warning}" for f in ordered(report) if f.stats.support_warning]
+    if warnings:
+        lines += ["", "Thin evidence:", ""] + warnings
     lines += ["", "## Selected capabilities", ""]
     if not report.capabilities:
         lines.append("None passed the thresholds.")
     for f in report.capabilities:
         lines += [f"### `{f.name}`", "", f.description, ""]
         if f.example_failure_ids:
-            lines.append("Example failures: " + ", ".join(f"`{i}`" for i in f.example_failure_ids))
-            lines.append("")
+            lines += ["Example failures: " + ", ".join(f"`{i}`" for i in f.example_failure_ids), ""]
     pairs = [o for o in report.overlap if o.both]
-    lines += ["## Overlap on failed trajectories", ""]
+    lines += ["## Overlap on counted failures", ""]
     if pairs:
         lines += ["| a | b | both lacking | either lacking | Jaccard |", "|---|---|---:|---:|---:|"]
-        for o in sorted(pairs, key=lambda o: -o.jaccard):
-            lines.append(f"| `{o.a}` | `{o.b}` | {o.both} | {o.either} | {o.jaccard:.2f} |")
+        lines += [f"| `{o.a}` | `{o.b}` | {o.both} | {o.either} | {o.jaccard:.2f} |" for o in sorted(pairs, key=lambda o: -o.jaccard)]
     else:
-        lines.append("No failed trajectory lacks two capabilities at once (majority label over runs).")
+        lines.append("No counted failure lacks two capabilities at once (majority label over runs).")
+    lines += _unattributable_section(result)
     if charts:
         lines += ["", "## Charts", ""]
         for title, name in charts.items():
@@ -96,16 +144,29 @@ def markdown(report: CapabilityReport, charts: dict[str, str]) -> str:
             "",
             "## Offline labeler rules",
             "",
-            "The offline labeler compares the agent's tool calls with the task's gold actions and the tools' "
-            "read/write types; only state-changing gold actions are compared argument by argument.",
+            "The offline labeler never sees the outcome or the gold actions: it judges the agent's calls and replies "
+            "against the task's instructions and the domain policy, on the records the agent had read.",
             "",
         ]
-        for name, doc in rule_documentation().items():
-            lines.append(f"- **`{name}`**: {doc}")
+        lines += [f"- **{name}**: {doc}" for name, doc in rule_documentation().items()]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_outputs(result: AnalysisResult, out_dir: Path, *, charts: bool = True) -> dict[str, Path]:
+def _unattributable_section(result: AnalysisResult) -> list[str]:
+    rows = [(tid, a) for tid, a in result.attributions.items() if not a.attributable]
+    if not rows:
+        return []
+    by_id = {tid: i for i, tid in enumerate(result.matrix.trajectory_ids)}
+    rows = [(tid, a) for tid, a in rows if tid in by_id and not result.matrix.success[by_id[tid]]]
+    lines = ["", "## Failures not attributable to the agent", "", "| trajectory | cause | detail |", "|---|---|---|"]
+    for tid, a in sorted(rows)[:200]:
+        lines.append(f"| `{tid}` | {CAUSE_TEXT.get(a.cause, a.cause)} | {a.detail.replace('|', '/')} |")
+    if len(rows) > 200:
+        lines.append(f"| … | {len(rows) - 200} more in trajectories.jsonl | |")
+    return lines
+
+
+def write_outputs(result: AnalysisResult, out_dir: Path, *, charts: bool = True, trajectories=None) -> dict[str, Path]:
     """Write everything under ``out_dir``; returns the paths by role."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -115,30 +176,46 @@ def write_outputs(result: AnalysisResult, out_dir: Path, *, charts: bool = True)
         charts = False
         paths["charts_skipped"] = out_dir
     if charts:
-        paths["selection_chart"] = selection_chart(result.report, out_dir / "selection_frequency.png")
         paths["coverage_chart"] = coverage_chart(result.report, out_dir / "coverage.png")
-        chart_files = {"Selection frequency across runs": "selection_frequency.png", "Coverage and Δ with intervals": "coverage.png"}
+        chart_files["Coverage and Δ with intervals"] = "coverage.png"
+        if not result.report.deterministic:
+            paths["selection_chart"] = selection_chart(result.report, out_dir / "selection_frequency.png")
+            chart_files["Selection frequency across runs"] = "selection_frequency.png"
+        else:
+            stale = out_dir / "selection_frequency.png"  # from an earlier LLM run in the same folder: it would mislead
+            stale.unlink(missing_ok=True)
     paths["capabilities"] = out_dir / "capabilities.json"
     _atomic_write(paths["capabilities"], result.report.model_dump_json(indent=2) + "\n")
     paths["report"] = out_dir / "report.md"
-    _atomic_write(paths["report"], markdown(result.report, chart_files))
+    _atomic_write(paths["report"], markdown(result, chart_files))
     paths["labels"] = out_dir / "labels.jsonl"
-    with paths["labels"].open("w", encoding="utf-8") as handle:
-        for run, labels in enumerate(result.labels if not _same_runs(result) else result.labels[:1]):
-            for label in labels:
-                handle.write(json.dumps({"run": run, **label.model_dump(mode="json")}) + "\n")
+    _atomic_write(paths["labels"], "".join(
+        json.dumps({"run": run, **label.model_dump(mode="json")}, ensure_ascii=False) + "\n"
+        for run, labels in enumerate(result.labels) for label in labels
+    ))  # fmt: skip
+    paths["trajectories"] = out_dir / "trajectories.jsonl"
+    _atomic_write(paths["trajectories"], "".join(_trajectory_lines(result, trajectories or [])))
     return paths
 
 
+def _trajectory_lines(result: AnalysisResult, trajectories) -> list[str]:
+    out = []
+    for t in trajectories:
+        a = result.attributions.get(t.id)
+        check = result.resolution.checks.get(t.id)
+        out.append(json.dumps({
+            "id": t.id, "source_file": t.metadata.get("source_file"), "record": t.metadata.get("record"),
+            "task": task_name(t, check), "success": t.success, "reward": t.reward,
+            "attributable": True if a is None else a.attributable, "cause": None if a is None else a.cause,
+            "detail": None if a is None else a.detail, "task_version": None if check is None else check.status,
+        }, ensure_ascii=False) + "\n")  # fmt: skip
+    return out
+
+
 def _have_matplotlib() -> bool:
-    """Charts are optional: the core install does not pull matplotlib."""
+    """Charts are optional: without matplotlib the report is still written."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         return False
     return True
-
-
-def _same_runs(result: AnalysisResult) -> bool:
-    """The offline labeler reuses one list for every run; write it once."""
-    return len(result.labels) > 1 and all(run is result.labels[0] for run in result.labels)

@@ -1,47 +1,70 @@
-"""Selection statistics, exactly as in the TRACE paper, plus bootstrap intervals and overlap.
+"""Selection statistics as in the TRACE paper, decided in exact arithmetic, with honest uncertainty.
 
 For one capability in one labeling run, over trajectories labeled NA / PRESENT / LACKING:
 
 - ER+ = #LACKING among successes / #successes labeled PRESENT or LACKING (NA excluded from the denominator)
 - ER− = #LACKING among failures / #failures labeled PRESENT or LACKING
 - Δ = ER− − ER+ (undefined when either rate is)
-- coverage = #failures labeled LACKING / #ALL failures (NA included in the denominator)
+- coverage = #failures labeled LACKING / #failures (NA included in the denominator)
 
-A run selects a capability when Δ ≥ δ and coverage ≥ ρ (compared with a 1e-9 tolerance so that a hand-set
-threshold such as 0.2 is met by a gap that float arithmetic computes as 0.19999999999999996). A capability
-is kept when at least K of the N runs select it.
+Failures that are not the agent's fault (``attribution``) are left out of the failures unless asked. A run
+selects a capability when Δ ≥ δ and coverage ≥ ρ, compared as exact fractions (δ = 0.20 is 1/5, so 0.199
+never passes); a capability is kept when at least K of the N runs select it. A deterministic labeler runs
+once (N = K = 1): repeating it would only repeat its labels.
 
-Beyond the paper: percentile bootstrap intervals for the run-averaged Δ and coverage, resampling
-trajectories with replacement within successes and within failures (so group sizes stay fixed), and the
-pairwise overlap of capabilities on failed trajectories (majority label over runs).
+Intervals are percentile bootstrap intervals of the run-averaged Δ and coverage. When a task appears more
+than once (trials, or several agents on the same task) its trajectories are not independent, so the
+bootstrap resamples tasks (clusters) with all their trajectories; otherwise it resamples trajectories
+within successes and within failures.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from itertools import combinations
 
 import numpy as np
 
 from schemas.capability import CapabilityLabel, CapabilityOverlap, CapabilityStats, Interval, RunFigures, TrajectoryLabel
 
-EPS = 1e-9
 NA_CODE, PRESENT_CODE, LACKING_CODE = 0, 1, 2
 _CODES = {CapabilityLabel.NA: NA_CODE, CapabilityLabel.PRESENT: PRESENT_CODE, CapabilityLabel.LACKING: LACKING_CODE}
+MIN_SUPPORT = 10
+"""Below this many labeled successes or failures, a capability's figures come with a warning."""
+
+
+def exact(value: float) -> Fraction:
+    """The fraction a person meant by a threshold such as 0.2 (its shortest decimal form), not the binary float."""
+    return Fraction(repr(float(value)))
+
+
+def meets(value: Fraction | None, threshold: float) -> bool:
+    """``value ≥ threshold`` in exact arithmetic: 1999999999/10^10 does not meet 0.2, 1/5 does."""
+    return value is not None and value >= exact(threshold)
 
 
 @dataclass
 class LabelMatrix:
-    """``codes[run, capability, trajectory]``; a missing label counts as NA."""
+    """``codes[run, capability, trajectory]``; a missing label counts as NA. ``counted`` marks the
+    trajectories that enter the statistics (successes, and failures attributable to the agent)."""
 
     trajectory_ids: list[str]
-    success: np.ndarray  # bool, per trajectory
+    success: np.ndarray
     capabilities: list[str]
-    codes: np.ndarray  # int8, (runs, capabilities, trajectories)
+    codes: np.ndarray
+    counted: np.ndarray
+    clusters: np.ndarray  # int cluster (task) index per trajectory
 
     @classmethod
     def build(
-        cls, outcomes: dict[str, bool], capabilities: list[str], runs: list[list[TrajectoryLabel]]
+        cls,
+        outcomes: dict[str, bool],
+        capabilities: list[str],
+        runs: list[list[TrajectoryLabel]],
+        *,
+        counted: dict[str, bool] | None = None,
+        clusters: dict[str, str] | None = None,
     ) -> "LabelMatrix":
         ids = list(outcomes)
         t_index = {tid: i for i, tid in enumerate(ids)}
@@ -52,30 +75,52 @@ class LabelMatrix:
                 t, c = t_index.get(label.trajectory_id), c_index.get(label.capability)
                 if t is not None and c is not None:
                     codes[r, c, t] = _CODES[label.label]
-        success = np.array([outcomes[tid] for tid in ids], dtype=bool)
-        return cls(ids, success, list(capabilities), codes)
+        keys = [(clusters or {}).get(tid, tid) for tid in ids]
+        key_index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+        return cls(
+            ids,
+            np.array([outcomes[tid] for tid in ids], dtype=bool),
+            list(capabilities),
+            codes,
+            np.array([(counted or {}).get(tid, True) for tid in ids], dtype=bool),
+            np.array([key_index[k] for k in keys], dtype=np.int64),
+        )
 
     @property
     def n_runs(self) -> int:
         return self.codes.shape[0]
 
+    @property
+    def failures(self) -> np.ndarray:
+        """Failures that enter the statistics."""
+        return ~self.success & self.counted
 
-def _rate(lacking: int, labeled: int) -> float | None:
-    return lacking / labeled if labeled else None
+    @property
+    def clustered(self) -> bool:
+        """Whether some task has several trajectories among those counted."""
+        kept = self.clusters[self.success | self.failures]
+        return kept.size > np.unique(kept).size
 
 
-def run_figures(codes: np.ndarray, success: np.ndarray, delta: float, rho: float, run: int = 0) -> RunFigures:
-    """The paper's figures for one capability in one run. ``codes`` is one row of labels per trajectory."""
-    lacking = codes == LACKING_CODE
-    labeled = codes != NA_CODE
-    failure = ~success
-    er_plus = _rate(int(lacking[success].sum()), int(labeled[success].sum()))
-    er_minus = _rate(int(lacking[failure].sum()), int(labeled[failure].sum()))
+def _fraction(numerator: int, denominator: int) -> Fraction | None:
+    return Fraction(numerator, denominator) if denominator else None
+
+
+def run_figures(codes: np.ndarray, success: np.ndarray, failures: np.ndarray, delta: float, rho: float, run: int = 0) -> RunFigures:
+    """The paper's figures for one capability in one run, and the selection decided in exact fractions."""
+    lacking, labeled = codes == LACKING_CODE, codes != NA_CODE
+    n_s_lab, n_f_lab = int(labeled[success].sum()), int(labeled[failures].sum())
+    er_plus = _fraction(int(lacking[success].sum()), n_s_lab)
+    er_minus = _fraction(int(lacking[failures].sum()), n_f_lab)
     gap = er_minus - er_plus if er_plus is not None and er_minus is not None else None
-    n_failures = int(failure.sum())
-    coverage = int(lacking[failure].sum()) / n_failures if n_failures else 0.0
-    selected = gap is not None and gap >= delta - EPS and coverage >= rho - EPS
-    return RunFigures(run=run, er_success=er_plus, er_failure=er_minus, gap=gap, coverage=coverage, selected=selected)
+    n_failures = int(failures.sum())
+    coverage = Fraction(int(lacking[failures].sum()), n_failures) if n_failures else Fraction(0)
+    selected = meets(gap, delta) and meets(coverage, rho)
+    as_float = (lambda x: None if x is None else float(x))  # noqa: E731
+    return RunFigures(
+        run=run, er_success=as_float(er_plus), er_failure=as_float(er_minus), gap=as_float(gap), coverage=float(coverage),
+        selected=selected, n_success_labeled=n_s_lab, n_failure_labeled=n_f_lab,
+    )  # fmt: skip
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -83,19 +128,32 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
+def _weights(matrix: LabelMatrix, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """(samples, trajectories) multiplicities of each trajectory in each resample."""
+    n = len(matrix.trajectory_ids)
+    weights = np.zeros((samples, n))
+    if matrix.clustered:
+        kept = np.flatnonzero(matrix.success | matrix.failures)
+        clusters = np.unique(matrix.clusters[kept])
+        draws = rng.multinomial(clusters.size, np.full(clusters.size, 1.0 / clusters.size), size=samples)
+        weights[:, kept] = draws[:, np.searchsorted(clusters, matrix.clusters[kept])]
+        return weights
+    for group in (np.flatnonzero(matrix.success), np.flatnonzero(matrix.failures)):
+        if group.size:
+            weights[:, group] = rng.multinomial(group.size, np.full(group.size, 1.0 / group.size), size=samples)
+    return weights
+
+
 def bootstrap_intervals(
     matrix: LabelMatrix, samples: int = 1000, seed: int = 0, level: float = 0.95
 ) -> dict[str, tuple[Interval | None, Interval | None]]:
     """Per capability: (interval for run-averaged Δ, interval for run-averaged coverage)."""
     out: dict[str, tuple[Interval | None, Interval | None]] = {c: (None, None) for c in matrix.capabilities}
-    if samples <= 0:
+    if samples <= 0 or not len(matrix.trajectory_ids):
         return out
-    rng = np.random.default_rng(seed)
-    s_idx = np.flatnonzero(matrix.success)
-    f_idx = np.flatnonzero(~matrix.success)
-    n_s, n_f = len(s_idx), len(f_idx)
-    weights_s = rng.multinomial(n_s, np.full(n_s, 1.0 / n_s), size=samples).astype(np.float64) if n_s else None
-    weights_f = rng.multinomial(n_f, np.full(n_f, 1.0 / n_f), size=samples).astype(np.float64) if n_f else None
+    weights = _weights(matrix, samples, np.random.default_rng(seed))
+    w_s, w_f = weights * matrix.success, weights * matrix.failures
+    n_f = w_f.sum(axis=1)  # failures in each resample (varies when clusters are resampled)
     tail = (1.0 - level) / 2.0 * 100.0
 
     def interval(values: np.ndarray) -> Interval | None:
@@ -107,21 +165,15 @@ def bootstrap_intervals(
 
     with np.errstate(invalid="ignore", divide="ignore"):
         for c, name in enumerate(matrix.capabilities):
-            codes = matrix.codes[:, c, :]  # (runs, trajectories)
-            gap_ci = cov_ci = None
-            if weights_f is not None:
-                lack_f = weights_f @ (codes[:, f_idx] == LACKING_CODE).T.astype(np.float64)  # (samples, runs)
-                lab_f = weights_f @ (codes[:, f_idx] != NA_CODE).T.astype(np.float64)
-                cov_ci = interval((lack_f / n_f).mean(axis=1))
-                if weights_s is not None:
-                    lack_s = weights_s @ (codes[:, s_idx] == LACKING_CODE).T.astype(np.float64)
-                    lab_s = weights_s @ (codes[:, s_idx] != NA_CODE).T.astype(np.float64)
-                    gaps = np.where(lab_f > 0, lack_f / lab_f, np.nan) - np.where(lab_s > 0, lack_s / lab_s, np.nan)
-                    defined = ~np.isnan(gaps)
-                    sums = np.where(defined, gaps, 0.0).sum(axis=1)
-                    counts = defined.sum(axis=1)
-                    gap_ci = interval(np.where(counts > 0, sums / np.maximum(counts, 1), np.nan))
-            out[name] = (gap_ci, cov_ci)
+            lacking = (matrix.codes[:, c, :] == LACKING_CODE).T.astype(np.float64)  # (trajectories, runs)
+            labeled = (matrix.codes[:, c, :] != NA_CODE).T.astype(np.float64)
+            lack_f, lab_f, lack_s, lab_s = w_f @ lacking, w_f @ labeled, w_s @ lacking, w_s @ labeled
+            coverage = np.where(n_f[:, None] > 0, lack_f / n_f[:, None], np.nan).mean(axis=1)
+            gaps = np.where(lab_f > 0, lack_f / lab_f, np.nan) - np.where(lab_s > 0, lack_s / lab_s, np.nan)
+            defined = ~np.isnan(gaps)
+            counts = defined.sum(axis=1)
+            gap_mean = np.where(counts > 0, np.where(defined, gaps, 0.0).sum(axis=1) / np.maximum(counts, 1), np.nan)
+            out[name] = (interval(gap_mean), interval(coverage))
     return out
 
 
@@ -134,15 +186,18 @@ def capability_statistics(
     bootstrap: int = 1000,
     seed: int = 0,
 ) -> list[CapabilityStats]:
-    """Per-run figures, the K-of-N decision and bootstrap intervals for every capability."""
+    """Per-run figures, the K-of-N decision, bootstrap intervals and support for every capability."""
     if min_runs < 1 or min_runs > matrix.n_runs:
         raise ValueError(f"min_runs (K) must be between 1 and the number of runs ({matrix.n_runs}), got {min_runs}")
     intervals = bootstrap_intervals(matrix, bootstrap, seed)
     out = []
     for c, name in enumerate(matrix.capabilities):
-        per_run = [run_figures(matrix.codes[r, c, :], matrix.success, delta, rho, run=r) for r in range(matrix.n_runs)]
+        per_run = [run_figures(matrix.codes[r, c, :], matrix.success, matrix.failures, delta, rho, run=r) for r in range(matrix.n_runs)]
         selected_runs = sum(1 for f in per_run if f.selected)
         gap_ci, cov_ci = intervals[name]
+        n_s = min(f.n_success_labeled for f in per_run)
+        n_f = min(f.n_failure_labeled for f in per_run)
+        thin = [f"{n} labeled {what}" for n, what in ((n_s, "successes"), (n_f, "failures")) if n < MIN_SUPPORT]
         out.append(
             CapabilityStats(
                 capability=name,
@@ -157,7 +212,10 @@ def capability_statistics(
                 coverage_ci=cov_ci,
                 per_run=per_run,
                 n_successes=int(matrix.success.sum()),
-                n_failures=int((~matrix.success).sum()),
+                n_failures=int(matrix.failures.sum()),
+                n_success_labeled=n_s,
+                n_failure_labeled=n_f,
+                support_warning=(f"only {' and '.join(thin)} (fewer than {MIN_SUPPORT}): treat these figures as anecdotes" if thin else None),
             )
         )
     return out
@@ -169,9 +227,9 @@ def majority_lacking(matrix: LabelMatrix) -> np.ndarray:
 
 
 def overlap(matrix: LabelMatrix, capabilities: list[str] | None = None) -> list[CapabilityOverlap]:
-    """Pairwise co-occurrence of LACKING on failed trajectories."""
+    """Pairwise co-occurrence of LACKING on the failures that enter the statistics."""
     names = capabilities if capabilities is not None else matrix.capabilities
-    lacking = majority_lacking(matrix)[:, ~matrix.success]
+    lacking = majority_lacking(matrix)[:, matrix.failures]
     index = {name: i for i, name in enumerate(matrix.capabilities)}
     out = []
     for a, b in combinations(names, 2):
@@ -182,19 +240,16 @@ def overlap(matrix: LabelMatrix, capabilities: list[str] | None = None) -> list[
 
 
 def failures_covered(matrix: LabelMatrix, capabilities: list[str]) -> int:
-    """Failures on which at least one of the given capabilities is (majority) LACKING."""
+    """Counted failures on which at least one of the given capabilities is (majority) LACKING."""
     if not capabilities:
         return 0
     index = [matrix.capabilities.index(c) for c in capabilities]
-    lacking = majority_lacking(matrix)[index][:, ~matrix.success]
-    return int(lacking.any(axis=0).sum())
+    return int(majority_lacking(matrix)[index][:, matrix.failures].any(axis=0).sum())
 
 
 def example_failures(matrix: LabelMatrix, capability: str, limit: int = 5) -> list[str]:
-    """Failed trajectories most often labeled LACKING for a capability (ties by id)."""
+    """Counted failures most often labeled LACKING for a capability (ties by id)."""
     c = matrix.capabilities.index(capability)
     counts = (matrix.codes[:, c, :] == LACKING_CODE).sum(axis=0)
-    ranked = sorted(
-        (int(-counts[t]), matrix.trajectory_ids[t]) for t in np.flatnonzero(~matrix.success) if counts[t] > 0
-    )
+    ranked = sorted((int(-counts[t]), matrix.trajectory_ids[t]) for t in np.flatnonzero(matrix.failures) if counts[t] > 0)
     return [tid for _, tid in ranked[:limit]]

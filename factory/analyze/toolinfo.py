@@ -13,6 +13,7 @@ from schemas.targets import builtin_target_ids, load_target
 
 _READ_PREFIXES = ("get_", "find_", "search_", "list_", "lookup_", "check_", "read_", "fetch_", "query_")
 _GENERIC = {"calculate", "think", "transfer_to_human_agents", "respond"}
+"""Tools that neither read nor change the world: τ²'s calculator, τ-bench's ``think``, the transfer."""
 _TARGET_ALIASES = {
     re.compile(r"^tau(?:2|-bench)-(airline|retail|telecom)$"): "tau2-{0}",
 }
@@ -21,10 +22,12 @@ _TARGET_ALIASES = {
 class ToolCatalog:
     """Tool kinds and schemas for one target."""
 
-    def __init__(self, kinds: dict[str, str], schemas: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, kinds: dict[str, str], schemas: dict[str, dict[str, Any]], names: set[str] | None = None) -> None:
         self.kinds = kinds
-        self.schemas = schemas
+        self.schemas = {name: inline_refs(schema) for name, schema in schemas.items()}
+        self.names = names if names is not None else (set(schemas) or None)
         self._validators: dict[str, Any] = {}
+        self._checked: dict[tuple[str, str], list[str]] = {}
 
     def kind(self, name: str) -> str:
         if name in self.kinds:
@@ -40,8 +43,8 @@ class ToolCatalog:
         return self.kind(name) == "read"
 
     def knows(self, name: str) -> bool | None:
-        """Whether the tool exists; None when the catalogue has no tool list to say."""
-        return (name in self.schemas) if self.schemas else None
+        """Whether the run offered the tool; None when there is no tool list to say."""
+        return (name in self.names) if self.names else None
 
     def primary_key(self, name: str, arguments: dict[str, Any]) -> str | None:
         """The argument naming the record a call acts on: the first required ``*_id`` that is not a payment."""
@@ -52,9 +55,20 @@ class ToolCatalog:
                 return key
         return None
 
-    def schema_errors(self, name: str, arguments: dict[str, Any]) -> list[str]:
+    def schema_errors(self, name: str, arguments: dict[str, Any], raw: str | None = None) -> list[str]:
+        """Schema violations of one call; ``raw`` (the arguments' JSON text) keys a cache, since agents repeat calls."""
+        if raw is not None:
+            key = (name, raw)
+            if key not in self._checked:
+                if len(self._checked) > 50_000:
+                    self._checked.clear()
+                self._checked[key] = self._schema_errors(name, arguments)
+            return self._checked[key]
+        return self._schema_errors(name, arguments)
+
+    def _schema_errors(self, name: str, arguments: dict[str, Any]) -> list[str]:
         schema = self.schemas.get(name)
-        if not schema:
+        if not schema or (self.names is not None and name not in self.names):
             return []
         validator = self._validators.get(name)
         if validator is None:
@@ -65,6 +79,27 @@ class ToolCatalog:
             where = "/".join(str(p) for p in error.absolute_path) or "(root)"
             errors.append(f"{where}: {error.message}")
         return errors
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with local ``$ref``s to ``$defs`` replaced by what they point to: validating it then needs no
+    reference resolution, which is most of jsonschema's cost on τ²'s tool schemas (they have no cycles)."""
+    defs = schema.get("$defs") or schema.get("definitions") or {}
+
+    def walk(node: Any, depth: int = 0) -> Any:
+        if depth > 50:
+            return node
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")) and ref.rsplit("/", 1)[-1] in defs:
+                rest = {k: v for k, v in node.items() if k != "$ref"}
+                return walk({**defs[ref.rsplit("/", 1)[-1]], **rest}, depth + 1)
+            return {k: walk(v, depth + 1) for k, v in node.items() if k not in ("$defs", "definitions")}
+        if isinstance(node, list):
+            return [walk(v, depth + 1) for v in node]
+        return node
+
+    return walk(schema) if defs else schema
 
 
 @lru_cache(maxsize=None)
@@ -81,3 +116,17 @@ def catalog_for_target(target: str) -> ToolCatalog:
         schemas = {tool.name: tool.function.parameters for tool in profile.tools}
         return ToolCatalog(kinds, schemas)
     return ToolCatalog({}, {})
+
+
+def catalog_for(target: str, tools: list[str] | None = None) -> ToolCatalog:
+    """The catalogue for a run: the target's schemas, restricted to the tools the run offered when the file
+    says which (τ-bench offers ``think`` and lacks τ²'s ``get_flight_status``)."""
+    if not tools:
+        return catalog_for_target(target)
+    return _restricted(target, tuple(sorted(tools)))
+
+
+@lru_cache(maxsize=64)
+def _restricted(target: str, tools: tuple[str, ...]) -> ToolCatalog:
+    base = catalog_for_target(target)
+    return ToolCatalog(base.kinds, base.schemas, set(tools))

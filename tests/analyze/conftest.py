@@ -21,7 +21,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def tau2_domains():
     if not SHARED_TAU2.is_dir():
         pytest.skip(f"real τ² data not found at {SHARED_TAU2}")
-    from factory.testing.injection import Tau2Domain
+    from factory.testing.tau2_replay import Tau2Domain
 
     return [Tau2Domain.load(SHARED_TAU2 / name) for name in ("airline", "retail")]
 

@@ -10,9 +10,9 @@ import pytest
 
 from factory.analyze.calls import agent_calls
 from factory.analyze.errors import TrajectoryFormatError
-from factory.analyze.gold import GoldIndex, load_tasks
-from factory.analyze.importers import load_trajectories, write_jsonl
 from factory.analyze.errors import AnalyzeInputError
+from factory.analyze.importers import load_trajectories, write_jsonl
+from factory.analyze.tasks import embedded_task, load_tasks
 
 NOW = "2025-06-10T12:00:00.000000"
 
@@ -92,10 +92,16 @@ def tau2_file(tmp_path: Path) -> Path:
 def test_tau2_results_file(tau2_file: Path):
     result = load_trajectories([tau2_file])
     ok, bad = result.trajectories
-    assert (ok.id, ok.task_id, ok.target, ok.success, ok.reward, ok.source) == ("0#0", "0", "tau2-airline", True, 1.0, "tau2")
-    assert (bad.id, bad.success, bad.reward) == ("0#1", False, 0.0)
-    assert bad.metadata["gold_actions"] == [{"name": "get_reservation_details", "arguments": {"reservation_id": "EHGLP3"}}]
+    # ids always name their source file, even when only one file is read
+    label = "gpt-4.1-mini_airline"
+    assert (ok.id, ok.task_id, ok.target, ok.success, ok.reward, ok.source) == (f"{label}:0#0", "0", "tau2-airline", True, 1.0, "tau2")
+    assert (bad.id, bad.success, bad.reward) == (f"{label}:0#1", False, 0.0)
+    task = embedded_task(bad)
+    assert [(a.name, a.arguments) for a in task.gold_actions] == [("get_reservation_details", {"reservation_id": "EHGLP3"})]
+    assert task.instructions["reason_for_call"] == "cancel EHGLP3" and task.origin == str(tau2_file)
     assert bad.metadata["agent_llm"] == "gpt-4.1-mini" and bad.metadata["termination_reason"] == "user_stop"
+    assert bad.metadata["source_file"] == str(tau2_file) and bad.metadata["record"] == "simulations[1]"
+    assert bad.metadata["reward_detail"] == {"breakdown": {"DB": 0.0, "COMMUNICATE": 1.0}, "db_match": False}
     calls = agent_calls(bad)
     assert [(c.name, c.arguments, c.error) for c in calls] == [
         ("get_reservation_details", {"reservation_id": "EHGLP3"}, False),
@@ -114,9 +120,10 @@ def test_tau2_dir_format_and_single_simulation(tmp_path: Path):
     (folder / "results.json").write_text(json.dumps(meta))
     (folder / "simulations" / "s1.json").write_text(json.dumps(tau2_simulation("s1", "0", 0, 0.0, cancel=True)))
     (traj,) = load_trajectories([folder]).trajectories
-    assert traj.target == "tau2-airline" and not traj.success and "gold_actions" in traj.metadata
+    assert traj.target == "tau2-airline" and not traj.success and embedded_task(traj) is not None
+    assert traj.id == "run:0#0"
     (single,) = load_trajectories([folder / "simulations" / "s1.json"]).trajectories
-    assert single.id == "0#0" and single.target == "tau2"
+    assert single.id == "s1:0#0" and single.target == "tau2"
 
 
 def test_tau2_multi_tool_message_is_flattened(tmp_path: Path):
@@ -180,12 +187,15 @@ def test_tau_bench_tool_calling_file(tmp_path: Path):
     result = load_trajectories([path])
     (traj,) = result.trajectories
     assert len(result.skipped) == 1 and "run errored" in result.skipped[0]
-    assert (traj.id, traj.task_id, traj.target, traj.success, traj.source) == ("3#0", "3", "tau-bench-retail", False, "tau-bench")
-    assert traj.metadata["gold_actions"][1] == {"name": "cancel_pending_order", "arguments": {"order_id": "#W2575533", "reason": "no longer needed"}}
+    label = "tool-calling-gpt-4o-0.0_range_0--1"
+    assert (traj.id, traj.task_id, traj.target, traj.success, traj.source) == (f"{label}:3#0", "3", "tau-bench-retail", False, "tau-bench")
+    task = embedded_task(traj)
+    assert (task.gold_actions[1].name, task.gold_actions[1].arguments) == ("cancel_pending_order", {"order_id": "#W2575533", "reason": "no longer needed"})
+    assert task.user_id == "omar_davis_3817" and task.instructions == {"instruction": "You are Omar ..."}
     (call,) = agent_calls(traj)
     assert (call.name, call.arguments, call.result) == ("get_user_details", {"user_id": "omar_davis_3817"}, '{"user_id": "omar_davis_3817"}')
-    gold = GoldIndex().for_trajectory(traj)
-    assert [a.name for a in gold] == ["get_user_details", "cancel_pending_order"]
+    # τ-bench's own tools: it has `think`, and no get_item_details
+    assert "think" in traj.metadata["tools"] and "get_item_details" not in traj.metadata["tools"]
 
 
 def test_tau_bench_react_file(tmp_path: Path):
@@ -202,8 +212,33 @@ def test_our_jsonl_roundtrip_and_id_clashes(tmp_path: Path, tau2_file: Path):
     write_jsonl(trajectories, tmp_path / "a.jsonl")
     write_jsonl(trajectories, tmp_path / "b.jsonl")
     loaded = load_trajectories([tmp_path / "a.jsonl", tmp_path / "b.jsonl"]).trajectories
-    assert [t.id for t in loaded] == ["a:0#0", "a:0#1", "b:0#0", "b:0#1"]
+    assert [t.id for t in loaded] == ["a:gpt-4.1-mini_airline:0#0", "a:gpt-4.1-mini_airline:0#1", "b:gpt-4.1-mini_airline:0#0", "b:gpt-4.1-mini_airline:0#1"]
+    assert loaded[0].metadata["source_file"] == str(tmp_path / "a.jsonl")
     assert loaded[1].messages == trajectories[1].messages
+
+
+def test_ids_tell_files_with_the_same_name_apart(tmp_path: Path, tau2_file: Path):
+    (tmp_path / "run1").mkdir()
+    (tmp_path / "run2").mkdir()
+    for run in ("run1", "run2"):
+        (tmp_path / run / "results.json").write_text(tau2_file.read_text())
+    loaded = load_trajectories([tmp_path / "run1" / "results.json", tmp_path / "run2" / "results.json"]).trajectories
+    assert [t.id for t in loaded] == ["run1/results:0#0", "run1/results:0#1", "run2/results:0#0", "run2/results:0#1"]
+
+
+@pytest.mark.parametrize(("reward", "problem"), [("NaN", "nan is not a finite number"), ("Infinity", "inf is not a finite number"), (1.5, "1.5 is out of range")])
+def test_a_bad_reward_is_one_line_naming_file_record_and_field(tmp_path: Path, reward, problem):
+    sims = [tau2_simulation("ok", "0", 0, 1.0, False), tau2_simulation("odd", "0", 1, 0.0, False)]
+    text = json.dumps(tau2_results(sims)).replace('"reward": 0.0,', f'"reward": {json.dumps(reward) if isinstance(reward, float) else reward},', 1)
+    path = tmp_path / "results.json"
+    path.write_text(text)
+    with pytest.raises(TrajectoryFormatError) as info:
+        load_trajectories([path])
+    assert str(info.value) == f"{path}: simulations[1] (id 'odd'): field reward_info.reward: {problem}; a reward must be between 0 and 1"
+    jsonl = tmp_path / "ours.jsonl"
+    jsonl.write_text('{"id": "a", "target": "t", "task_id": "1", "messages": [], "reward": NaN, "success": false}\n')
+    with pytest.raises(TrajectoryFormatError, match=r"ours\.jsonl: line 1 \(id 'a'\): field reward: nan is not a finite number"):
+        load_trajectories([jsonl])
 
 
 @pytest.mark.parametrize(
@@ -241,7 +276,7 @@ def test_bad_records_name_record_and_field(tmp_path: Path):
 
     jsonl = tmp_path / "ours.jsonl"
     jsonl.write_text('{"id": "a", "target": "t", "task_id": "1", "messages": [], "reward": 1.5, "success": true}\n')
-    with pytest.raises(TrajectoryFormatError, match=r"ours\.jsonl: line 1 \(id 'a'\): field reward: Input should be less than or equal to 1"):
+    with pytest.raises(TrajectoryFormatError, match=r"ours\.jsonl: line 1 \(id 'a'\): field reward: 1\.5 is out of range"):
         load_trajectories([jsonl])
     jsonl.write_text("\n{oops\n")
     with pytest.raises(TrajectoryFormatError, match=r"ours\.jsonl: line 2: not valid JSON"):
@@ -256,8 +291,9 @@ def test_missing_file(tmp_path: Path):
 def test_tasks_file_loading(task_files, tmp_path: Path):
     index = load_tasks(task_files)
     assert len(index) == 164
-    assert [a.name for a in index.lookup("retail", "10")][-1] == "transfer_to_human_agents"
-    assert index.lookup("airline", "0") == []  # a refusal task: no gold action at all
+    assert [a.name for a in index.lookup("retail", "10").gold_actions][-1] == "transfer_to_human_agents"
+    assert index.lookup("airline", "0").gold_actions == []  # a refusal task: no gold action at all
+    assert index.lookup("airline", "0").user_id == "emma_kim_9957"
     bad = tmp_path / "tasks.json"
     bad.write_text('[{"id": "1", "evaluation_criteria": {"actions": [{"arguments": {}}]}}]')
     with pytest.raises(AnalyzeInputError, match=r"tasks\.json: task '1': field evaluation_criteria\.actions: malformed"):

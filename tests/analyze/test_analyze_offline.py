@@ -1,34 +1,54 @@
-"""The offline labeler recovers deficits injected into replays of the real τ² tasks' gold actions."""
+"""The offline labeler judges behaviour against the task and the policy, never the outcome or the gold.
+
+Injected deficits in replays of the real τ² tasks are found; each defect the first real-data review found is
+reproduced on a small fixture in τ²'s own file format and now labeled right."""
 
 from __future__ import annotations
 
+import copy
 import json
+from pathlib import Path
 
 import pytest
 
-from factory.analyze.gold import GoldAction, GoldIndex, load_tasks
-from factory.testing.injection import INJECTIONS, score
-from factory.analyze.offline import RULES, OfflineLabeler, rule_documentation
+from factory.analyze.importers import load_trajectories
+from factory.analyze.offline import CAPABILITIES, OfflineLabeler, rule_documentation
+from factory.analyze.tasks import embedded_task
+from factory.testing.injection import INJECTIONS, SUCCESS_KINDS, score
 from schemas.capability import CapabilityLabel
-from schemas.messages import FunctionCall, Message, ToolCall
-from schemas.trajectory import Trajectory
+from tests.analyze import tau2_fixtures as fx
 
 L, P, N = CapabilityLabel.LACKING, CapabilityLabel.PRESENT, CapabilityLabel.NA
-FLOORS = {"precision": 0.9, "recall": 0.9}
+FLOOR = 0.9
 
 
+def label_file(path: Path) -> list[dict[str, tuple[CapabilityLabel, str]]]:
+    trajectories = load_trajectories([path]).trajectories
+    labeler = OfflineLabeler({t.id: embedded_task(t) for t in trajectories})
+    return [{l.capability: (l.label, l.reason) for l in labeler.label(t, list(CAPABILITIES))} for t in trajectories]
+
+
+def one(tmp_path: Path, turns: list[tuple], reward: float = 0.0, task: dict | None = None, name: str = "run") -> dict:
+    data = fx.results([fx.simulation("1", 0, reward, fx.conversation(*turns))], [task or fx.task("1")])
+    (labels,) = label_file(fx.write(tmp_path / f"{name}.json", data))
+    return labels
+
+
+# ---------------------------------------------------------------------------------------------
+# injected deficits on the real tasks
+# ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def scores(injected_cases, task_files):
-    labeler = OfflineLabeler(load_tasks(task_files))
-    labels = [label for case in injected_cases for label in labeler.label(case.trajectory, list(RULES))]
-    return score(injected_cases, labels, RULES)
+def scores(injected_cases):
+    labeler = OfflineLabeler({c.trajectory.id: embedded_task(c.trajectory) for c in injected_cases})
+    labels = [label for case in injected_cases for label in labeler.label(case.trajectory, list(CAPABILITIES))]
+    return score(injected_cases, labels, CAPABILITIES)
 
 
 def test_injected_set_is_substantial(injected_cases):
     kinds = {case.kind for case in injected_cases}
-    assert kinds >= set(INJECTIONS) | {"success", "recovered_error", "noisy_success"}
+    assert kinds >= set(INJECTIONS) | set(SUCCESS_KINDS)
     assert len(injected_cases) > 1000
-    assert sum(c.trajectory.success for c in injected_cases) > 400
+    assert sum(c.trajectory.success for c in injected_cases) > 350
 
 
 @pytest.mark.parametrize("capability", sorted(set(INJECTIONS.values())))
@@ -36,90 +56,212 @@ def test_offline_labeler_recovers_injected_deficits(scores, capability):
     s = scores[capability]
     print(f"{capability}: precision {s.precision:.3f} recall {s.recall:.3f} (tp {s.tp}, fp {s.fp}, fn {s.fn})")
     assert s.tp >= 5
-    assert s.precision >= FLOORS["precision"], s.fp_examples[:5]
-    assert s.recall >= FLOORS["recall"], s.fn_examples[:5]
+    assert s.precision >= FLOOR, s.fp_examples[:5]
+    assert s.recall >= FLOOR, s.fn_examples[:5]
 
 
-def test_gold_replays_raise_no_false_alarm(injected_cases, task_files):
-    labeler = OfflineLabeler(load_tasks(task_files))
+def test_careful_replays_of_the_gold_raise_no_alarm(injected_cases):
+    labeler = OfflineLabeler({c.trajectory.id: embedded_task(c.trajectory) for c in injected_cases})
     for case in injected_cases:
-        if case.kind == "success":
-            lacking = [l for l in labeler.label(case.trajectory, list(RULES)) if l.label == L]
+        if case.kind in ("success", "noisy_success"):
+            lacking = [l for l in labeler.label(case.trajectory, list(CAPABILITIES)) if l.label == L]
             assert not lacking, (case.trajectory.id, lacking)
 
 
-def _traj(calls: list[tuple[str, dict | str, str]], success: bool = False) -> Trajectory:
-    messages = [Message(role="user", content="Please cancel reservation ABC123, my id is ann_1")]
-    for number, (name, args, result) in enumerate(calls):
-        raw = args if isinstance(args, str) else json.dumps(args)
-        messages.append(Message(role="assistant", tool_calls=[ToolCall(id=f"c{number}", function=FunctionCall(name=name, arguments=raw))]))
-        messages.append(Message(role="tool", tool_call_id=f"c{number}", name=name, content=result))
-    messages.append(Message(role="assistant", content="Done."))
-    return Trajectory(id="t", target="tau2-airline", task_id="x", messages=messages, reward=float(success), success=success)
+# ---------------------------------------------------------------------------------------------
+# defect 1: the labels leaked the outcome, and ER+ was zero by construction
+# ---------------------------------------------------------------------------------------------
+def test_a_lucky_success_is_labelled_lacking(tmp_path: Path):
+    """A cancellation made without opening the reservation, which happened to be eligible: a success that
+    lacks precondition_verification (so ER+ is not zero by construction), while the decision itself was right."""
+    labels = one(tmp_path, fx.cancel_turns(fx.BUSINESS, read=False), reward=1.0)
+    assert labels["precondition_verification"][0] == L and "without reading that reservation" in labels["precondition_verification"][1]
+    checked = one(tmp_path, fx.cancel_turns(fx.BUSINESS, read=True), reward=1.0)
+    assert checked["precondition_verification"][0] == P and checked["policy_application"][0] == P
 
 
-def _labels(trajectory: Trajectory, gold: list[GoldAction] | None) -> dict[str, CapabilityLabel]:
-    index = GoldIndex()
-    if gold is not None:
-        index.add("airline", "x", gold)
-    return {l.capability: l.label for l in OfflineLabeler(index).label(trajectory, list(RULES))}
+def test_labels_never_see_the_outcome_or_the_gold(tmp_path: Path):
+    turns = fx.cancel_turns(fx.OLD_ECONOMY)
+    won = fx.results([fx.simulation("1", 0, 1.0, fx.conversation(*turns))], [fx.task("1", actions=[{"name": "cancel_reservation", "arguments": {"reservation_id": "OLD456"}}])])
+    lost = fx.results([fx.simulation("1", 0, 0.0, fx.conversation(*turns))], [fx.task("1", actions=[])])
+    (a,) = label_file(fx.write(tmp_path / "won.json", won))
+    (b,) = label_file(fx.write(tmp_path / "lost.json", lost))
+    assert a == b
+    assert a["policy_application"][0] == L  # no ground to cancel an old economy booking, whatever the gold said
 
 
-def test_each_rule_on_a_small_example():
-    gold = [GoldAction(name="cancel_reservation", arguments={"reservation_id": "ABC123"})]
-    checked = [("get_reservation_details", {"reservation_id": "ABC123"}, '{"reservation_id": "ABC123", "user_id": "ann_1"}')]
-    good = _labels(_traj(checked + [("cancel_reservation", {"reservation_id": "ABC123"}, "{}")], True), gold)
-    assert good == {**{c: N for c in RULES}, "precondition_verification": P, "structured_data_reasoning": P,
-                    "tool_calling_precision": P, "multi_step_task_completion": P}  # fmt: skip
-
-    unchecked = _labels(_traj([("cancel_reservation", {"reservation_id": "ABC123"}, "{}")]), gold)
-    assert unchecked["precondition_verification"] == L
-
-    never = _labels(_traj(checked), gold)
-    assert never["multi_step_task_completion"] == L and never["precondition_verification"] == N
-
-    malformed = _labels(_traj(checked + [("cancel_reservation", '{"reservation_id": ', "Error: bad json")]), gold)
-    assert malformed["tool_calling_precision"] == L
-
-    repeated = _labels(_traj(checked + [("cancel_reservation", {"reservation_id": "ABC123"}, "Error: not allowed")] * 2), gold)
-    assert repeated["permission_error_recovery"] == L and repeated["multi_step_task_completion"] == P
-
-    wrong_record = _labels(_traj([("get_user_details", {"user_id": "ann_1"}, '{"reservations": ["ABC123", "XYZ999"]}'),
-                                  ("get_reservation_details", {"reservation_id": "XYZ999"}, "{}"),
-                                  ("cancel_reservation", {"reservation_id": "XYZ999"}, "{}")]), gold)  # fmt: skip
-    # cancelling the other reservation is a wrong-record pick; its primary id was read first
-    assert wrong_record["structured_data_reasoning"] == L and wrong_record["precondition_verification"] == P
+def test_a_call_that_differs_from_the_gold_is_not_lacking_for_that(tmp_path: Path):
+    """The gold refuses; the agent cancels a business booking it read, for a stated reason: allowed."""
+    task = fx.task("1", actions=[{"name": "get_reservation_details", "arguments": {"reservation_id": "BUS123"}}])
+    labels = one(tmp_path, fx.cancel_turns(fx.BUSINESS), task=task)
+    assert {c: v[0] for c, v in labels.items() if v[0] == L} == {}
+    assert labels["policy_application"][0] == P and labels["precondition_verification"][0] == P
 
 
-def test_without_gold_only_gold_free_rules_apply():
-    labels = _labels(_traj([("cancel_reservation", {"reservation_id": "ABC123"}, "{}")]), None)
-    assert labels["precondition_verification"] == L  # write before any read of its record
-    assert labels["tool_calling_precision"] == P
-    for name in ("multi_step_task_completion", "structured_data_reasoning", "datetime_reasoning", "escalation_judgment"):
-        assert labels[name] == N
+# ---------------------------------------------------------------------------------------------
+# defect 3: cause taken from the symptom's bucket; policy application had no rule
+# ---------------------------------------------------------------------------------------------
+def test_refusing_an_allowed_request_is_policy_application(tmp_path: Path):
+    refusal = "I'm sorry, but reservation BUS123 is not eligible for cancellation under our policy."
+    labels = one(tmp_path, fx.cancel_turns(fx.BUSINESS, cancel=False, refusal=refusal))
+    assert labels["policy_application"][0] == L and "business_cabin" in labels["policy_application"][1]
+    assert labels["multi_step_task_completion"][0] != L  # a refusal is a decision, not a forgotten step
+    right = one(tmp_path, fx.cancel_turns(fx.OLD_ECONOMY, cancel=False, refusal=refusal.replace("BUS123", "OLD456")))
+    assert right["policy_application"][0] == P
 
 
-def test_date_and_seen_value_classification():
-    gold = [GoldAction(name="update_reservation_flights", arguments={"reservation_id": "ABC123", "cabin": "economy",
-            "flights": [{"flight_number": "HAT001", "date": "2024-05-20"}], "payment_id": "credit_card_1"})]  # fmt: skip
-    read = ("get_reservation_details", {"reservation_id": "ABC123"}, '{"payment_history": [{"payment_id": "gift_card_9"}]}')
+def test_allowing_a_forbidden_request_is_policy_application(tmp_path: Path):
+    labels = one(tmp_path, fx.cancel_turns(fx.OLD_ECONOMY))
+    assert labels["policy_application"][0] == L
+    assert labels["precondition_verification"][0] == P  # it did read the record and ask the reason
+    assert labels["multi_step_task_completion"][0] != L
 
-    def with_args(**changes):
-        args = json.loads(json.dumps(gold[0].arguments))
-        args.update(changes)
-        return _labels(_traj([read, ("update_reservation_flights", args, "{}")]), gold)
 
-    shifted = with_args(flights=[{"flight_number": "HAT001", "date": "2024-05-21"}])
-    assert shifted["datetime_reasoning"] == L and shifted["tool_calling_precision"] == P
-    seen = with_args(payment_id="gift_card_9")
-    assert seen["structured_data_reasoning"] == L and seen["tool_calling_precision"] == P
-    invented = with_args(payment_id="credit_card_2")
-    assert invented["tool_calling_precision"] == L and invented["structured_data_reasoning"] == P
-    enum = with_args(cabin="first")
-    assert enum["tool_calling_precision"] == L
+def test_refusing_a_basic_economy_upgrade_is_policy_application(tmp_path: Path):
+    turns = [
+        ("user", "I want to upgrade reservation BAS321 to economy. My user id is emma_kim_9957."),
+        ("call", "get_reservation_details", {"reservation_id": "BAS321"}, fx.BASIC),
+        ("assistant", "Unfortunately, upgrading the cabin class of a basic economy reservation is not allowed under the policy."),
+        ("user", "Oh well. ###STOP###"),
+    ]
+    assert one(tmp_path, turns)["policy_application"][0] == L
+
+
+def test_the_24_hour_window_is_datetime_reasoning(tmp_path: Path):
+    claim = fx.cancel_turns(fx.OLD_ECONOMY)
+    claim.insert(3, ("assistant", "Your booking was made within the last 24 hours, so it can be cancelled."))
+    labels = one(tmp_path, claim)
+    assert labels["datetime_reasoning"][0] == L and labels["policy_application"][0] != L
+    refusal = "Reservation NEW999 was booked more than 24 hours ago, so it cannot be cancelled."
+    recent = one(tmp_path, fx.cancel_turns(fx.RECENT, cancel=False, refusal=refusal))
+    assert recent["datetime_reasoning"][0] == L and "within 24 h" in recent["datetime_reasoning"][1]
+
+
+def test_values_seen_earlier_are_not_a_structured_data_failure(tmp_path: Path):
+    """The old rules called any argument seen earlier (\"0\", \"2\") structured_data_reasoning, a different
+    passenger list tool_calling_precision and a date-of-birth difference datetime_reasoning."""
+    record = copy.deepcopy(fx.OLD_ECONOMY)
+    turns = [
+        ("user", "Please change the passenger on OLD456 to Ann Lee, born 1990-02-03. My user id is emma_kim_9957."),
+        ("call", "get_user_details", {"user_id": "emma_kim_9957"}, fx.USER),
+        ("call", "get_reservation_details", {"reservation_id": "OLD456"}, record),
+        ("assistant", "I will change the passenger of OLD456 to Ann Lee (1990-02-03). Do you confirm? Please answer yes to proceed."),
+        ("user", "Yes, please proceed."),
+        ("call", "update_reservation_passengers", {"reservation_id": "OLD456", "passengers": [{"first_name": "Ann", "last_name": "Lee", "dob": "1990-02-03"}]}, record),
+        ("user", "Thanks ###STOP###"),
+    ]  # fmt: skip
+    task = fx.task("1", actions=[{"name": "update_reservation_passengers", "arguments": {"reservation_id": "OLD456", "passengers": [{"first_name": "Ann", "last_name": "Lee", "dob": "1990-02-04"}]}}])
+    labels = one(tmp_path, turns, task=task)
+    assert labels["structured_data_reasoning"][0] != L and labels["tool_calling_precision"][0] == P and labels["datetime_reasoning"][0] == N
+
+
+def test_required_communications(tmp_path: Path):
+    turns = [("user", "What is the sum of my gift card balances? My user id is emma_kim_9957."),
+             ("call", "get_user_details", {"user_id": "emma_kim_9957"}, fx.USER)]  # fmt: skip
+    task = fx.task("1", communicate=["327"])
+    assert one(tmp_path, turns + [("assistant", "Your balances add up to $327.")], task=task)["structured_data_reasoning"][0] == P
+    wrong = one(tmp_path, turns + [("assistant", "Your balances add up to $1,327.")], task=task)
+    assert wrong["structured_data_reasoning"][0] == N and wrong["multi_step_task_completion"][0] == N  # cause unknown: no blame
+    silent = one(tmp_path, turns + [("assistant", "Let me check reservation BUS123 for you (HAT100, 2024-05-20).")], task=task)
+    assert silent["multi_step_task_completion"][0] == L  # ids and dates are not figures
+
+
+def test_confirmed_change_never_made_is_multi_step(tmp_path: Path):
+    turns = fx.cancel_turns(fx.BUSINESS)
+    turns = [t for t in turns if not (t[0] == "call" and t[1] == "cancel_reservation")]
+    labels = one(tmp_path, turns)
+    assert labels["multi_step_task_completion"][0] == L
+
+
+# ---------------------------------------------------------------------------------------------
+# defect 4 (in part): each format's own tools
+# ---------------------------------------------------------------------------------------------
+def test_tau_bench_think_is_one_of_its_tools(tmp_path: Path):
+    record = {
+        "task_id": 0, "reward": 1.0, "trial": 0,
+        "info": {"task": {"user_id": "emma_kim_9957", "actions": [], "instruction": "You are Emma Kim.", "outputs": []}},
+        "traj": [
+            {"role": "system", "content": "# Airline policy"},
+            {"role": "user", "content": "Can you check reservation BUS123?"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "think", "arguments": "{\"thought\": \"look it up\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "think", "content": ""},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "get_reservation_details", "arguments": "{\"reservation_id\": \"BUS123\"}"}}]},
+            {"role": "tool", "tool_call_id": "c2", "name": "get_reservation_details", "content": json.dumps(fx.BUSINESS)},
+            {"role": "assistant", "content": "It is a business booking."},
+        ],
+    }  # fmt: skip
+    (labels,) = label_file(fx.write(tmp_path / "tau-bench.json", [record]))
+    assert labels["tool_calling_precision"][0] == P
+    bogus = copy.deepcopy(record)
+    bogus["traj"][2]["tool_calls"][0]["function"]["name"] = "ponder"
+    (labels,) = label_file(fx.write(tmp_path / "tau-bench2.json", [bogus]))
+    assert labels["tool_calling_precision"][0] == L and "'ponder'" in labels["tool_calling_precision"][1]
+
+
+# ---------------------------------------------------------------------------------------------
+# retail
+# ---------------------------------------------------------------------------------------------
+ORDER = {
+    "order_id": "#W1234567", "user_id": "yusuf_rossi_9620", "address": {"city": "Philadelphia"},
+    "items": [{"name": "Keyboard", "product_id": "1656367028", "item_id": "1151293680", "price": 272.33, "options": {}}],
+    "status": "delivered", "fulfillments": [], "payment_history": [{"transaction_type": "payment", "amount": 272.33, "payment_method_id": "credit_card_9513926"}],
+}  # fmt: skip
+
+
+def retail(tmp_path: Path, turns: list[tuple]) -> dict:
+    data = fx.results([fx.simulation("1", 0, 0.0, fx.conversation(*turns))], [fx.task("1")], domain="retail")
+    (labels,) = label_file(fx.write(tmp_path / "retail.json", data))
+    return labels
+
+
+AUTH = [("user", "I am Yusuf Rossi, zip 19122."), ("call", "find_user_id_by_name_zip", {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}, "yusuf_rossi_9620")]
+
+
+def test_retail_status_rules(tmp_path: Path):
+    read = ("call", "get_order_details", {"order_id": "#W1234567"}, ORDER)
+    cancel = ("call", "cancel_pending_order", {"order_id": "#W1234567", "reason": "no longer needed"}, {**ORDER, "status": "cancelled"})
+    labels = retail(tmp_path, AUTH + [("user", "Cancel order #W1234567 please."), read, cancel])
+    assert labels["policy_application"][0] == L and "'delivered'" in labels["policy_application"][1]
+    refused = retail(tmp_path, AUTH + [("user", "I want to return my keyboard from #W1234567."), read,
+                                       ("assistant", "I'm sorry, order #W1234567 cannot be returned.")])  # fmt: skip
+    assert refused["policy_application"][0] == L and "refused to return" in refused["policy_application"][1]
+    unauthenticated = retail(tmp_path, [("user", "Cancel order #W1234567."), read, cancel])
+    assert unauthenticated["precondition_verification"][0] == L and "authenticating" in unauthenticated["precondition_verification"][1]
 
 
 def test_rules_are_documented():
     docs = rule_documentation()
-    assert set(docs) == set(RULES)
-    assert all(len(text) > 80 and "LACKING" in text for text in docs.values())
+    assert set(docs) >= {"domain_policy", "tool_calling_precision", "required_communication", "escalation_judgment"}
+    assert all(len(text) > 80 for text in docs.values())
+
+
+def test_refusals_are_read_narrowly(tmp_path: Path):
+    """An offer that mentions something else the agent cannot do is not a refusal of the offer; a refusal of
+    "these reservations" is not pinned on whichever reservation happens to have been read."""
+    from factory.analyze.conversation import refusals
+
+    offer = "You can keep the same flights and upgrade the cabin class to business, but you cannot search for different flights."
+    assert [a for a, _ in refusals(offer)] != ["change_cabin"]
+    assert [a for a, _ in refusals("Upgrading a basic economy booking is not allowed.")] == ["change_cabin"]
+    turns = [("user", "Cancel IFOYYZ and NQNU5R, and upgrade BUS123. My user id is emma_kim_9957."),
+             ("call", "get_reservation_details", {"reservation_id": "BUS123"}, fx.BUSINESS),
+             ("assistant", "About IFOYYZ and NQNU5R: unfortunately, these reservations are not eligible for cancellation."),
+             ("user", "Ok ###STOP###")]  # fmt: skip
+    assert one(tmp_path, turns)["policy_application"][0] == N
+
+
+def test_a_booking_whose_flights_do_not_make_the_trip(tmp_path: Path):
+    search = [{"flight_number": "HAT069", "origin": "JFK", "destination": "SEA", "status": "available", "date": None,
+               "available_seats": {"basic_economy": 9, "economy": 9, "business": 9}, "prices": {"basic_economy": 51, "economy": 90, "business": 300}}]  # fmt: skip
+    args = {"user_id": "emma_kim_9957", "origin": "JFK", "destination": "SEA", "flight_type": "round_trip", "cabin": "basic_economy",
+            "flights": [{"flight_number": "HAT069", "date": "2024-05-20"}, {"flight_number": "HAT069", "date": "2024-05-25"}],
+            "passengers": [{"first_name": "Emma", "last_name": "Kim", "dob": "1980-01-01"}],
+            "payment_methods": [{"payment_id": "credit_card_1", "amount": 102}], "total_baggages": 0, "nonfree_baggages": 0, "insurance": "no"}  # fmt: skip
+    turns = [("user", "Book JFK to Seattle May 20, back May 25. My user id is emma_kim_9957."),
+             ("call", "get_user_details", {"user_id": "emma_kim_9957"}, fx.USER),
+             ("call", "search_direct_flight", {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"}, search),
+             ("call", "search_direct_flight", {"origin": "JFK", "destination": "SEA", "date": "2024-05-25"}, search),
+             ("assistant", "I will book HAT069 both ways. Do you confirm? Please answer yes to proceed."), ("user", "Yes, please proceed."),
+             ("call", "book_reservation", args, {"reservation_id": "HATHAT"}), ("user", "Thanks ###STOP###")]  # fmt: skip
+    labels = one(tmp_path, turns)
+    assert labels["structured_data_reasoning"][0] == L and "do not make that trip" in labels["structured_data_reasoning"][1]

@@ -1,11 +1,14 @@
-"""The selection statistics, pinned on hand-computed examples (NA handling, coverage, K of N, intervals)."""
+"""The selection statistics, pinned on hand-computed examples: NA handling, coverage, exact thresholds, K of N,
+support counts, not-attributable failures, and intervals that resample tasks when tasks repeat."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from factory.analyze.stats import LabelMatrix, capability_statistics, failures_covered, overlap, run_figures
+from fractions import Fraction
+
+from factory.analyze.stats import LabelMatrix, capability_statistics, exact, failures_covered, meets, overlap, run_figures
 from schemas.capability import CapabilityLabel, TrajectoryLabel
 
 L, P, N = CapabilityLabel.LACKING, CapabilityLabel.PRESENT, CapabilityLabel.NA
@@ -22,7 +25,7 @@ EXAMPLE = {"s1": L, "s2": P, "s3": N, "s4": P, "f1": L, "f2": L, "f3": N, "f4": 
 
 def test_paper_figures_on_a_hand_computed_example():
     matrix = LabelMatrix.build(OUTCOMES, ["x"], [labels("x", EXAMPLE)])
-    figures = run_figures(matrix.codes[0, 0], matrix.success, delta=0.2, rho=0.1)
+    figures = run_figures(matrix.codes[0, 0], matrix.success, matrix.failures, delta=0.2, rho=0.1)
     # ER+ = 1 lacking / 3 labeled successes (s3 is NA and leaves the denominator), not 1/4
     assert figures.er_success == pytest.approx(1 / 3)
     # ER- = 2 lacking / 3 labeled failures (f3, f5 NA), not 2/5
@@ -31,19 +34,20 @@ def test_paper_figures_on_a_hand_computed_example():
     # coverage counts ALL failures in the denominator, NA ones included: 2/5, not 2/3
     assert figures.coverage == pytest.approx(2 / 5)
     assert figures.selected
+    assert (figures.n_success_labeled, figures.n_failure_labeled) == (3, 3)
 
 
 def test_missing_labels_count_as_na():
     partial = {k: v for k, v in EXAMPLE.items() if v != N}
     matrix = LabelMatrix.build(OUTCOMES, ["x"], [labels("x", partial)])
-    figures = run_figures(matrix.codes[0, 0], matrix.success, 0.2, 0.1)
+    figures = run_figures(matrix.codes[0, 0], matrix.success, matrix.failures, 0.2, 0.1)
     assert (figures.er_success, figures.er_failure, figures.coverage) == pytest.approx((1 / 3, 2 / 3, 2 / 5))
 
 
 def test_undefined_rates_are_none_and_never_selected():
     all_na_successes = {**EXAMPLE, "s1": N, "s2": N, "s4": N}
     matrix = LabelMatrix.build(OUTCOMES, ["x"], [labels("x", all_na_successes)])
-    figures = run_figures(matrix.codes[0, 0], matrix.success, 0.2, 0.1)
+    figures = run_figures(matrix.codes[0, 0], matrix.success, matrix.failures, 0.2, 0.1)
     assert figures.er_success is None and figures.gap is None and not figures.selected
     assert figures.er_failure == pytest.approx(2 / 3)
 
@@ -51,7 +55,7 @@ def test_undefined_rates_are_none_and_never_selected():
 @pytest.mark.parametrize(
     ("marks", "selected"),
     [
-        # Δ = 0.7 - 0.5 (float: 0.19999999999999996) meets δ = 0.2; coverage 0.7 ≥ 0.1
+        # Δ = 0.7 - 0.5 is exactly 1/5 (float arithmetic says 0.19999999999999996): it meets δ = 0.2
         ({**{f"s{i}": (L if i < 5 else P) for i in range(10)}, **{f"f{i}": (L if i < 7 else P) for i in range(10)}}, True),
         # Δ = 0.6 - 0.5 = 0.1 < δ
         ({**{f"s{i}": (L if i < 5 else P) for i in range(10)}, **{f"f{i}": (L if i < 6 else P) for i in range(10)}}, False),
@@ -59,12 +63,16 @@ def test_undefined_rates_are_none_and_never_selected():
         ({**{f"s{i}": N for i in range(10)}, "s0": P, **{f"f{i}": N for i in range(10)}, "f0": L}, True),
         # coverage 1/20 < ρ though Δ = 1
         ({**{f"s{i}": P for i in range(10)}, **{f"f{i}": N for i in range(20)}, "f0": L}, False),
+        # Δ = 199/1000 is below δ = 0.2: no tolerance turns 0.199 into a pass
+        ({**{f"s{i}": P for i in range(1000)}, **{f"f{i}": (L if i < 199 else P) for i in range(1000)}}, False),
+        # Δ = 200/1000 = 1/5 exactly: passes
+        ({**{f"s{i}": P for i in range(1000)}, **{f"f{i}": (L if i < 200 else P) for i in range(1000)}}, True),
     ],
 )
 def test_thresholds_on_the_boundary(marks, selected):
     outcomes = {t: t.startswith("s") for t in marks}
     matrix = LabelMatrix.build(outcomes, ["x"], [labels("x", marks)])
-    assert run_figures(matrix.codes[0, 0], matrix.success, delta=0.2, rho=0.1).selected is selected
+    assert run_figures(matrix.codes[0, 0], matrix.success, matrix.failures, delta=0.2, rho=0.1).selected is selected
 
 
 SELECTING_RUN = {"s1": P, "s2": P, "s3": P, "s4": P, "f1": L, "f2": L, "f3": L, "f4": P, "f5": P}  # Δ 0.6, coverage 0.6
@@ -133,3 +141,56 @@ def test_overlap_and_covered_failures():
     assert (pair.a, pair.b, pair.both, pair.either) == ("a", "b", 1, 3)  # s1 is a success: not counted
     assert pair.jaccard == pytest.approx(1 / 3)
     assert failures_covered(matrix, ["a"]) == 2 and failures_covered(matrix, ["a", "b"]) == 3
+
+
+def test_unattributable_failures_leave_the_statistics_unless_counted():
+    marks = {**EXAMPLE, "f3": L, "f5": L}  # f3, f5 lacking, but not the agent's fault
+    counted = {t: t not in ("f3", "f5") for t in OUTCOMES}
+    matrix = LabelMatrix.build(OUTCOMES, ["x"], [labels("x", marks)], counted=counted)
+    figures = run_figures(matrix.codes[0, 0], matrix.success, matrix.failures, 0.2, 0.1)
+    assert (figures.er_failure, figures.coverage, figures.n_failure_labeled) == (pytest.approx(2 / 3), pytest.approx(2 / 3), 3)
+    everything = LabelMatrix.build(OUTCOMES, ["x"], [labels("x", marks)])
+    assert run_figures(everything.codes[0, 0], everything.success, everything.failures, 0.2, 0.1).coverage == pytest.approx(4 / 5)
+
+
+def test_support_counts_and_warning():
+    matrix = LabelMatrix.build(OUTCOMES, ["x"], [labels("x", EXAMPLE)])
+    (stats,) = capability_statistics(matrix, min_runs=1, bootstrap=0)
+    assert (stats.n_success_labeled, stats.n_failure_labeled) == (3, 3)
+    assert "only 3 labeled successes and 3 labeled failures" in stats.support_warning
+    many = {f"t{i}": i < 20 for i in range(40)}
+    (plenty,) = capability_statistics(LabelMatrix.build(many, ["x"], [labels("x", {t: P for t in many})]), min_runs=1, bootstrap=0)
+    assert plenty.support_warning is None
+
+
+def _widths(matrix: LabelMatrix) -> tuple[float, float]:
+    (stats,) = capability_statistics(matrix, min_runs=1, bootstrap=2000, seed=7)
+    return stats.gap_ci.high - stats.gap_ci.low, stats.coverage_ci.high - stats.coverage_ci.low
+
+
+def test_bootstrap_resamples_tasks_when_tasks_repeat():
+    """Five identical trials of each of 40 tasks carry no more information than one trial each: resampling
+    tasks keeps the interval as wide as for one trial; resampling trials as if independent narrows it."""
+    rng = np.random.default_rng(5)
+    tasks = {f"task{i}": (i < 20, rng.random() < (0.2 if i < 20 else 0.6)) for i in range(40)}
+    once = {name: ok for name, (ok, _) in tasks.items()}
+    once_marks = {name: (L if lack else P) for name, (_, lack) in tasks.items()}
+    trials = {f"{name}#{k}": ok for name, (ok, _) in tasks.items() for k in range(5)}
+    trial_marks = {f"{name}#{k}": (L if lack else P) for name, (_, lack) in tasks.items() for k in range(5)}
+    clusters = {tid: tid.split("#")[0] for tid in trials}
+    single = _widths(LabelMatrix.build(once, ["x"], [labels("x", once_marks)]))
+    clustered = LabelMatrix.build(trials, ["x"], [labels("x", trial_marks)], clusters=clusters)
+    assert clustered.clustered
+    by_task = _widths(clustered)
+    naive = _widths(LabelMatrix.build(trials, ["x"], [labels("x", trial_marks)]))
+    for one, grouped, flat in zip(single, by_task, naive):
+        assert grouped == pytest.approx(one, rel=0.25)
+        assert flat < 0.7 * grouped
+
+
+def test_thresholds_are_compared_exactly():
+    assert exact(0.2) == Fraction(1, 5) and exact(0.1) == Fraction(1, 10)
+    assert meets(Fraction(1, 5), 0.2) and meets(Fraction(7, 10) - Fraction(5, 10), 0.2)
+    # a tolerance such as the former 1e-9 would let these through
+    assert not meets(Fraction(1999999999, 10**10), 0.2) and not meets(Fraction(199, 1000), 0.2)
+    assert not meets(None, -1.0)

@@ -1,0 +1,142 @@
+"""τ² retail: the agent's decisions judged against the policy, on the records it had read.
+
+As for the airline: each state-changing call is checked for the reads the policy requires (the user
+authenticated by email or name and zip code, the order and the new items' product read), for what the
+policy allows on the order in its status (policy_application), and for the values it carries
+(structured_data_reasoning); refusing what the order's status allows is a policy-application failure.
+The policy itself comes from ``trace_env.kits.tau2_retail``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from trace_env.kits import tau2_retail as kit
+
+from factory.analyze.calls import AgentCall
+from factory.analyze.conversation import ORDER_ID
+from factory.analyze.evidence import LACKING, PRESENT, Evidence
+from factory.analyze.world import World
+
+PRE, POLICY, DATA = "precondition_verification", "policy_application", "structured_data_reasoning"
+ACTION_OF = {
+    "cancel_pending_order": "cancel",
+    "modify_pending_order_address": "modify_address",
+    "modify_pending_order_payment": "modify_payment",
+    "modify_pending_order_items": "modify_items",
+    "return_delivered_order_items": "return",
+    "exchange_delivered_order_items": "exchange",
+}
+_REFUSAL_ACTION = {"cancel": "cancel", "return": "return", "exchange": "exchange", "modify_order": "modify_items"}
+_OTHER_REASON = re.compile(r"\b(available|stock|same product|different product|type|reason|balance|gift card|once|already (been )?"
+                           r"(modified|exchanged|returned|cancel)|another user|other user|price)\b", re.IGNORECASE)  # fmt: skip
+
+
+def _order_id(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return "#" + value.lstrip("#") if ORDER_ID.fullmatch(value) or ORDER_ID.fullmatch("#" + value.lstrip("#")) else value
+
+
+def _user_of(world: World, order: dict[str, Any]) -> dict[str, Any] | None:
+    return world.users.get(order.get("user_id", ""))
+
+
+def _known_method(world: World, order: dict[str, Any], method: Any) -> bool:
+    if not isinstance(method, str):
+        return True
+    user = _user_of(world, order)
+    if user is not None and method in (user.get("payment_methods") or {}):
+        return True
+    return any(p.get("payment_method_id") == method for p in order.get("payment_history") or [])
+
+
+def _write(ev: Evidence, call: AgentCall, world: World, earlier: list[AgentCall]) -> None:
+    args = call.arguments or {}
+    if not world.authenticated:
+        ev.add(PRE, LACKING, f"{call.name} before authenticating the user by email or by name and zip code")
+        return
+    if call.name == "modify_user_address":
+        ev.add(PRE, PRESENT, "authenticated before changing the address")
+        return
+    oid = _order_id(args.get("order_id"))
+    order = world.orders.get(oid or "")
+    if order is None:
+        ev.add(PRE, LACKING, f"{call.name}({oid!r}) made without reading that order first")
+        return
+    action = ACTION_OF[call.name]
+    items, new_items = args.get("item_ids") or [], args.get("new_item_ids") or []
+    method = args.get("payment_method_id")
+    unchecked = [i for i in new_items if not any(i in (p.get("variants") or {}) for p in world.products.values())]
+    if unchecked:
+        ev.add(PRE, LACKING, f"{call.name} to item {unchecked[0]} without reading its product's variants (availability, price)")
+    elif not _known_method(world, order, method):
+        ev.add(PRE, LACKING, f"{call.name} with payment method {method} without reading the user's payment methods")
+    else:
+        ev.add(PRE, PRESENT, f"read {oid} and what the change depends on")
+    if order.get("user_id") and order["user_id"] not in world.authenticated:
+        ev.add(POLICY, LACKING, f"acted on {oid}, which belongs to {order['user_id']}, not the authenticated user")
+        return
+    if action not in kit.allowed_actions(order):
+        ev.add(POLICY, LACKING, f"{action.replace('_', ' ')} on {oid} although its status is {order.get('status')!r}")
+        return
+    if action in ("modify_items", "exchange") and any(
+        c.name == call.name and _order_id((c.arguments or {}).get("order_id")) == oid for c in earlier
+    ):
+        ev.add(POLICY, LACKING, f"a second {call.name} on {oid}; the policy allows one, with every item collected first")
+        return
+    if action == "cancel" and args.get("reason") not in kit.CANCEL_REASONS:
+        ev.add(POLICY, LACKING, f"cancelled {oid} with reason {args.get('reason')!r}; only {' or '.join(kit.CANCEL_REASONS)} are accepted")
+        return
+    if action in ("modify_items", "exchange") and isinstance(items, list) and isinstance(new_items, list):
+        problems = kit.swap_problems(world.products, order, items, new_items) if not unchecked else []
+        if "item_not_in_order" in problems or "count_mismatch" in problems:
+            ev.add(DATA, LACKING, f"{call.name} on {oid} names items that are not in the order: {items}")
+            return
+        if "other_product" in problems or "unavailable" in problems:
+            what = "another product" if "other_product" in problems else "an unavailable item"
+            ev.add(POLICY, LACKING, f"{call.name} on {oid} swaps to {what}; the policy allows only available variants of the same product")
+            return
+        ev.add(DATA, PRESENT, "items and new items taken from the records")
+    user = _user_of(world, order)
+    if action == "return" and user is not None and isinstance(method, str) and kit.refund_problems(order, user, method):
+        ev.add(POLICY, LACKING, f"refunded the return of {oid} to {method}, neither the original method nor a gift card")
+        return
+    if action == "modify_payment" and user is not None and isinstance(method, str):
+        problems = kit.payment_change_problems(order, user, method)
+        if "insufficient_gift_card_balance" in problems or "same_method" in problems:
+            ev.add(POLICY, LACKING, f"changed the payment of {oid} to {method}: {problems[0].replace('_', ' ')}")
+            return
+    ev.add(POLICY, PRESENT, f"{action.replace('_', ' ')} on {oid} allowed in status {order.get('status')!r}")
+
+
+def judge_refusals(ev: Evidence) -> None:
+    judged: set[tuple[str, str]] = set()
+    for utterance, world, kind, sentence in ev.refusals():
+        action = _REFUSAL_ACTION.get(kind)
+        if action is None:
+            continue
+        ids = [o for o in (_order_id(m) for m in ORDER_ID.findall(sentence)) if o in world.orders]
+        if not ids and len(world.orders) == 1:
+            ids = list(world.orders)
+        for oid in ids:
+            if (action, oid) in judged or _OTHER_REASON.search(sentence):
+                continue
+            judged.add((action, oid))
+            if [c for c in ev.later_writes(utterance.index) if _order_id((c.arguments or {}).get("order_id")) == oid]:
+                continue
+            status = world.orders[oid].get("status")
+            if action in kit.allowed_actions(world.orders[oid]):
+                ev.add(POLICY, LACKING, f"refused to {action.replace('_', ' ')} {oid} although its status {status!r} allows it")
+            else:
+                ev.add(POLICY, PRESENT, f"declined to {action.replace('_', ' ')} {oid} in status {status!r}")
+
+
+def judge(ev: Evidence) -> None:
+    done: list[AgentCall] = []
+    for call in ev.writes:
+        if call.name in ACTION_OF or call.name == "modify_user_address":
+            _write(ev, call, ev.world_before(call.message_index), done)
+        done.append(call)
+    judge_refusals(ev)
