@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from factory.cli import analyze, build, envs, validate
+from factory.cli import analyze, build, envs, sandbox, validate
 from factory.cli.common import errors, safe
 from sandbox.leftovers import reap_once
 
@@ -25,6 +25,7 @@ app.command("analyze")(analyze.analyze_command)
 app.command("build")(build.build)
 app.command("validate")(validate.validate)
 app.add_typer(envs.app, name="envs")
+app.add_typer(sandbox.app, name="sandbox")
 
 
 def _usage_error_types() -> tuple[type[Exception], ...]:
