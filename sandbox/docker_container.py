@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from sandbox import leftovers, runtime, syscalls
 from sandbox.base import SandboxError, SandboxLimits, SandboxUnavailable
@@ -149,34 +149,35 @@ def run_container(
 
 
 def remove(client: Any, container: str | None, volume: str | None, warn: bool = False) -> list[str]:
-    """Remove a sandbox's container (id or name), then its work volume; a line per thing removed.
-
-    Retries what the daemon is still settling (a volume stays in use until its container is gone); never raises.
-    """
+    """Remove a sandbox's container (id or name), then its work volume; a line per thing removed. Never raises."""
     removed: list[str] = []
     if container:
-        for attempt in range(3):
-            try:
-                client.api.remove_container(container, force=True)
-                removed.append(f"container {container}")
-                break
-            except Exception as e:  # noqa: BLE001
-                if "No such container" in str(e) or "is already in progress" in str(e):
-                    break
-                if attempt == 2 and warn:
-                    print(f"WARNING: sandbox container {container} could not be removed: {e}", file=sys.stderr)
-                time.sleep(0.2)
-    if volume:
-        for _ in range(5):
-            try:
-                client.api.remove_volume(volume, force=True)
-                removed.append(f"volume {volume}")
-                break
-            except Exception as e:  # noqa: BLE001 - container removal may still be settling
-                if "no such volume" in str(e).lower() or "not found" in str(e).lower():
-                    break
-                time.sleep(0.1)
+        done, error = _retry(lambda: client.api.remove_container(container, force=True), 3, 0.2,
+                             gone=("no such container", "is already in progress"))
+        if done:
+            removed.append(f"container {container}")
+        elif error is not None and warn:
+            print(f"WARNING: sandbox container {container} could not be removed: {error}", file=sys.stderr)
+    if volume:  # a volume stays in use until its container is gone: the daemon may still be settling
+        done, _ = _retry(lambda: client.api.remove_volume(volume, force=True), 5, 0.1, gone=("no such volume", "not found"))
+        if done:
+            removed.append(f"volume {volume}")
     return removed
+
+
+def _retry(call: Callable[[], object], attempts: int, pause_s: float, gone: tuple[str, ...]) -> tuple[bool, Exception | None]:
+    """(True, None) once ``call`` succeeds; (False, None) when the daemon says it is gone already; else the last error."""
+    error: Exception | None = None
+    for _ in range(attempts):
+        try:
+            call()
+            return True, None
+        except Exception as exc:  # noqa: BLE001 - the daemon's errors are all "could not", with a reason
+            if any(marker in str(exc).lower() for marker in gone):
+                return False, None
+            error = exc
+            time.sleep(pause_s)
+    return False, error
 
 
 def remove_container_and_volume(container: str | None, volume: str | None) -> list[str]:

@@ -32,7 +32,10 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel
 
-DEFAULT_TAG = os.environ.get("TRACE_SANDBOX_IMAGE", "trace-factory-sandbox:py311")
+from sandbox.docker_container import DEFAULT_IMAGE, docker_sdk
+
+#: The tag the docker backend runs ($TRACE_SANDBOX_IMAGE, else trace-factory-sandbox:py311).
+DEFAULT_TAG = DEFAULT_IMAGE
 LABEL = "trace-factory.sandbox-image"
 
 #: Distributions the sandboxed runtime imports; their requirements are added recursively.
@@ -280,8 +283,6 @@ def build_rootfs_tar(out: Path) -> RootfsStats:
 
 
 def _client(timeout: int = 300) -> Any:
-    from sandbox.docker_container import docker_sdk
-
     return docker_sdk().from_env(timeout=timeout)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from factory.cli import app
-from sandbox import AUTO_ORDER, REGISTRY, available_backends, cgroups, construct, leftovers, procfs
+from sandbox import AUTO_ORDER, REGISTRY, available_backends, cgroups, construct, leftovers
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -72,38 +71,36 @@ def test_status_without_any_backend_says_why_and_exits_1(tmp_path: Path) -> None
     assert max(len(line) for line in bare.stdout.splitlines()) <= 80
 
 
-def _lease(runtime: Path, name: str, owner: str) -> Path:
-    root = runtime / name
+def _left_behind(root: Path, runtime: Path) -> Path:
+    """A process that opened a sandbox (its root dir, its lease) and died without closing it."""
     (root / "work").mkdir(parents=True)
     (root / "work" / "file").write_text("left behind")
-    path = leftovers.lease_dir() / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"owner": owner, "backend": "bwrap", "name": name, "root": str(root)}))
+    code = f"from sandbox import leftovers; leftovers.Lease({root.name!r}, 'bwrap', root={str(root)!r})"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRACE_SANDBOX_RUNTIME_DIR": str(runtime)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
     return root
-
-
-def _dead_owner() -> str:
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    start = procfs.start_time(child.pid)
-    child.wait()
-    return f"{socket.gethostname()}:{child.pid}:{start or '1'}"
 
 
 def test_reap_removes_and_counts_a_dead_process_leftovers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the real entry point, whose start already reaps: the command still reports what went."""
     runtime = tmp_path / "runtime"
     monkeypatch.setenv("TRACE_SANDBOX_RUNTIME_DIR", str(runtime))
-    dead = _lease(tmp_path, "trace-sbx-clidead", _dead_owner())
-    live = _lease(tmp_path, "trace-sbx-clilive", leftovers.owner_id())
-    ran = factory("sandbox", "reap", "--json", env={"TRACE_SANDBOX_RUNTIME_DIR": str(runtime)})
-    assert ran.returncode == 0, ran.stderr
-    report = json.loads(ran.stdout)
-    assert f"work dir {dead}" in report["removed"] and report["count"] == len(report["removed"])
-    assert not dead.exists() and live.exists()
-    again = _lease(tmp_path, "trace-sbx-clidead2", _dead_owner())
-    human = invoke("sandbox", "reap")  # in this process: nothing reaped at start, the command itself does it
-    assert human.exit_code == 0 and f"work dir {again}" in human.output and "leftover" in human.output
-    assert not again.exists() and live.exists()
+    dead = _left_behind(tmp_path / "trace-sbx-clidead", runtime)
+    live = tmp_path / "trace-sbx-clilive"
+    live.mkdir()
+    lease = leftovers.Lease(live.name, "bwrap", root=str(live))  # this process: alive
+    try:
+        ran = factory("sandbox", "reap", "--json", env={"TRACE_SANDBOX_RUNTIME_DIR": str(runtime)})
+        assert ran.returncode == 0, ran.stderr
+        report = json.loads(ran.stdout)
+        assert f"work dir {dead}" in report["removed"] and report["count"] == len(report["removed"])
+        assert not dead.exists() and live.exists()
+        again = _left_behind(tmp_path / "trace-sbx-clidead2", runtime)
+        human = invoke("sandbox", "reap")  # in this process nothing was reaped at start: the command does it
+        assert human.exit_code == 0 and f"work dir {again}" in human.output and "leftover" in human.output
+        assert not again.exists() and live.exists()
+    finally:
+        lease.release()
 
 
 def test_build_image_bad_input_is_one_line(tmp_path: Path) -> None:

@@ -90,8 +90,7 @@ def build_image(
 ) -> None:
     """Build the Docker image the docker backend runs, offline from this host's interpreter.
 
-    The project's own code is not baked in (it is shipped into every sandbox), so only a new interpreter
-    or new runtime dependencies need a rebuild.
+    The project's own code is not baked in (it is shipped into every sandbox), so only a new interpreter or new runtime dependencies need a rebuild.
 
     Examples:
       factory sandbox build-image
@@ -168,9 +167,7 @@ class _Progress:
 def reap(as_json: JsonOption = False) -> None:
     """Remove now what sandboxes of dead processes left behind (containers, volumes, cgroups, work dirs).
 
-    Sandboxes of live processes (other users' runs, a training job) are never touched. Every `factory`
-    command already does the lease-based part as it starts; this reports that too and also sweeps Docker
-    by label.
+    Sandboxes of live processes (other users' runs, a training job) are never touched. Every `factory` command already does the lease-based part as it starts; this reports that too and also sweeps Docker by label.
 
     Examples:
       factory sandbox reap
@@ -198,13 +195,13 @@ def exec_command(
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Wall-clock limit in seconds.")] = 60.0,
     as_json: JsonOption = False,
 ) -> None:
-    """Run one command in a fresh sandbox and show what it printed: a look at what env code sees.
+    """Run one command in a fresh sandbox and show what it printed: what env code sees.
 
     Exits with the command's exit code (1 if the sandbox killed it).
 
     Examples:
       factory sandbox exec -- python -c "import os; print(os.getuid(), os.listdir('/'))"
-      factory sandbox exec --sandbox docker --json -- cat /etc/passwd
+      factory sandbox exec --sandbox docker --json -- python -c "import os; print(os.environ)"
     """
     check_backend(backend)
     try:
