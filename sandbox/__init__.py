@@ -8,7 +8,7 @@
         w.call("reset", {"seed": 1})
 
 Backends: ``bwrap`` (bubblewrap namespaces, non-root uid, rlimits), ``docker`` (locked-down
-container, image built offline by ``python -m sandbox.image build``), ``e2b`` (remote micro-VM)
+container, image built offline by ``factory sandbox build-image``), ``e2b`` (remote micro-VM)
 and ``unsafe-subprocess`` (no isolation; explicit opt-in only, warns, ``sandbox.unsafe`` is True).
 """
 

@@ -1,4 +1,4 @@
-"""Running a local process (bwrap or plain) with a wall timeout, output caps and no hangs.
+"""Local processes (bwrap or plain): rlimits, a wall timeout, output caps, no hangs, and the set a sandbox started.
 
 One thread does everything for ``exec``: a selector over stdout, stderr, stdin and a pidfd. It
 never blocks on a pipe past the deadline, so a job that floods its output or an orphan that keeps
@@ -8,6 +8,7 @@ a pipe open cannot hang the caller; killing never depends on the reader making p
 from __future__ import annotations
 
 import os
+import resource
 import selectors
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
-from sandbox.base import Channel, ExecResult, OutputCapture, signal_reason
+from sandbox.base import Channel, ExecResult, OutputCapture, SandboxLimits, signal_reason
 
 _CHUNK = 1 << 16
 #: How long we keep draining pipes after the main process exited (orphans may hold them open).
@@ -31,6 +32,45 @@ def _killpg(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def set_rlimits(limits: SandboxLimits) -> None:
+    """Apply the per-process limits (runs in the forked child, before exec)."""
+    mb = 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class ProcessSet:
+    """The local processes a sandbox started and has not seen end yet, so that ``close()`` can kill the rest."""
+
+    def __init__(self) -> None:
+        self._procs: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.add(proc)
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def kill_all(self, wait_s: float = 5.0) -> None:
+        """SIGKILL every group, then wait for each (a launcher that outlives the wait is left to the caller)."""
+        with self._lock:
+            procs = list(self._procs)
+            self._procs.clear()
+        for p in procs:
+            _killpg(p.pid)
+        for p in procs:
+            try:
+                p.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                pass
 
 
 def spawn(

@@ -8,14 +8,8 @@ choice rather than something each caller re-implements.
 from __future__ import annotations
 
 import abc
-import collections
-import itertools
-import json
 import posixpath
-import queue
-import threading
-import time
-from typing import Any, Callable, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -182,6 +176,22 @@ def signal_reason(returncode: int | None) -> str | None:
         return f"signal:{-returncode}"
 
 
+def exit_status(rc: int) -> tuple[int | None, str | None]:
+    """(exit code, killed reason) of a job whose launcher (bwrap, ``docker exec``) reports death by signal N
+    as 128+N: the code stays, the reason names the signal. A negative Popen code means the launcher itself
+    was killed: no exit code."""
+    if rc < 0:
+        return None, signal_reason(rc)
+    if 128 < rc < 128 + 65:
+        import signal
+
+        try:
+            return rc, f"signal:{signal.Signals(rc - 128).name}"
+        except ValueError:
+            return rc, None
+    return rc, None
+
+
 # --------------------------------------------------------------------------------------------------
 # the interface
 
@@ -214,9 +224,17 @@ class Sandbox(abc.ABC):
     def open(self) -> None:
         """Create the work dir and whatever the backend needs (container, remote VM...)."""
 
-    @abc.abstractmethod
     def close(self) -> None:
         """Kill everything this sandbox started and remove its work dir. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close_workers()
+        self._teardown()
+
+    @abc.abstractmethod
+    def _teardown(self) -> None:
+        """Once, after the workers are closed: kill what is left and remove the work dir and resources."""
 
     def __enter__(self) -> "Sandbox":
         if not self._opened:

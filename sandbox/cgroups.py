@@ -13,10 +13,10 @@ a controller is missing or not writable, :func:`create` says which, once, as a w
 from __future__ import annotations
 
 import os
-import signal
 import time
 from dataclasses import dataclass, field
 
+from sandbox import procfs
 from sandbox.base import SandboxLimits
 
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -47,19 +47,9 @@ class Cgroup:
 
     def kill_all(self, deadline_s: float = 5.0) -> None:
         """SIGKILL every process in the group until none is left (v2: cgroup.kill does it in one write)."""
-        if self.version == 2 and self.dirs and _write(os.path.join(self.dirs[0], "cgroup.kill"), "1"):
-            pass
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
-            left = self.pids()
-            if not left:
-                return
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.005)
+        if self.version == 2 and self.dirs:
+            _write(os.path.join(self.dirs[0], "cgroup.kill"), "1")
+        procfs.kill_until_gone(self.pids, deadline_s, pause_s=0.005)
 
     def remove(self) -> None:
         self.kill_all()

@@ -104,11 +104,7 @@ class E2BSandbox(Sandbox):
             self.close()
             raise
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._close_workers()
+    def _teardown(self) -> None:
         if self.sbx is None:
             return
         if self.debug:  # a debug envd outlives us: clean our directory ourselves

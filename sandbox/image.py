@@ -11,15 +11,12 @@ Where a registry is reachable, ``--source registry`` builds the same contract fr
 ``python:3.11-slim`` with a Dockerfile instead.
 
 The project's own packages are NOT baked in: the docker backend ships them into a read-only
-volume at open, so code changes need no rebuild.
-
-    python -m sandbox.image build [--tag TAG] [--source host|registry]
-    python -m sandbox.image info
+volume at open, so code changes need no rebuild. Host side; the command line is
+``factory sandbox build-image`` (:mod:`factory.cli.sandbox`).
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import re
@@ -31,8 +28,14 @@ import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Any, Callable, Literal
 
-DEFAULT_TAG = os.environ.get("TRACE_SANDBOX_IMAGE", "trace-factory-sandbox:py311")
+from pydantic import BaseModel
+
+from sandbox.docker_container import DEFAULT_IMAGE, docker_sdk
+
+#: The tag the docker backend runs ($TRACE_SANDBOX_IMAGE, else trace-factory-sandbox:py311).
+DEFAULT_TAG = DEFAULT_IMAGE
 LABEL = "trace-factory.sandbox-image"
 
 #: Distributions the sandboxed runtime imports; their requirements are added recursively.
@@ -182,8 +185,32 @@ def _skip_pyc(name: str) -> bool:
     return ".opt-" in name
 
 
-def build_rootfs_tar(out: Path) -> dict[str, object]:
-    """Write the root filesystem tar to ``out``; returns stats."""
+class RootfsStats(BaseModel):
+    """What went into a root filesystem tar built from the host interpreter."""
+
+    files: int
+    distributions: list[str]
+    libs: int
+    prefix: str
+    size_mb: float
+
+
+class ImageBuild(BaseModel):
+    """The result of one image build (``factory sandbox build-image --json`` prints it)."""
+
+    tag: str
+    image_id: str
+    source: Literal["host", "registry"]
+    seconds: float
+    rootfs: RootfsStats | None = None
+    verified: str | None = None
+
+
+Progress = Callable[[str], None]
+
+
+def build_rootfs_tar(out: Path) -> RootfsStats:
+    """Write the root filesystem tar to ``out``."""
     prefix = os.path.realpath(sys.base_prefix)
     exe = os.path.realpath(sys.executable)
     if not exe.startswith(prefix + "/"):
@@ -251,34 +278,35 @@ def build_rootfs_tar(out: Path) -> dict[str, object]:
         for lib in sorted(libs):
             t.host(lib)
         t.close()
-    return {"files": count, "distributions": sorted(d.metadata["Name"] for d in dists), "libs": len(libs),
-            "prefix": prefix, "size_mb": round(out.stat().st_size / 1e6, 1)}
+    return RootfsStats(files=count, distributions=sorted(d.metadata["Name"] for d in dists), libs=len(libs),
+                       prefix=prefix, size_mb=round(out.stat().st_size / 1e6, 1))
 
 
-def _client():  # type: ignore[no-untyped-def]
-    import docker
-
-    return docker.from_env(timeout=300)
+def _client(timeout: int = 300) -> Any:
+    return docker_sdk().from_env(timeout=timeout)
 
 
 def image_exists(tag: str = DEFAULT_TAG) -> bool:
     try:
-        _client().images.get(tag)
+        _client(timeout=30).images.get(tag)
         return True
     except Exception:  # noqa: BLE001
         return False
 
 
-def build_from_host(tag: str = DEFAULT_TAG, verbose: bool = True) -> str:
-    """Assemble the rootfs from the host interpreter and ``docker import`` it. Returns the image id."""
+def _quiet(message: str) -> None:
+    pass
+
+
+def build_from_host(tag: str = DEFAULT_TAG, progress: Progress = _quiet) -> tuple[str, RootfsStats]:
+    """Assemble the rootfs from the host interpreter and ``docker import`` it. Returns (image id, rootfs stats)."""
     prefix = os.path.realpath(sys.base_prefix)
-    t0 = time.monotonic()
+    client = _client()
     with tempfile.TemporaryDirectory(prefix="trace-image-") as tmp:
         tar_path = Path(tmp) / "rootfs.tar"
+        progress("assembling the root filesystem from the host interpreter")
         stats = build_rootfs_tar(tar_path)
-        if verbose:
-            print(f"rootfs: {stats['size_mb']} MB, {stats['files']} files, {stats['libs']} shared libs, "
-                  f"distributions: {', '.join(stats['distributions'])}", flush=True)  # type: ignore[arg-type]
+        progress(f"importing the root filesystem into docker ({stats.size_mb} MB, {stats.files} files)")
         repo, _, tg = tag.rpartition(":")
         if not repo:
             repo, tg = tag, "latest"
@@ -290,22 +318,19 @@ def build_from_host(tag: str = DEFAULT_TAG, verbose: bool = True) -> str:
             'CMD ["python3"]',
             f"LABEL {LABEL}=host-{sys.version_info[0]}.{sys.version_info[1]}",
         ]
-        client = _client()
         client.api.import_image(src=str(tar_path), repository=repo, tag=tg, changes=changes)
-    img = client.images.get(tag)
-    if verbose:
-        print(f"built {tag} ({img.short_id}) from the host interpreter in {time.monotonic() - t0:.1f}s", flush=True)
-    return img.id
+    return client.images.get(tag).id, stats
 
 
-def build_from_registry(tag: str = DEFAULT_TAG, verbose: bool = True) -> str:
-    """Build from ``python:3.11-slim`` (needs a reachable registry and PyPI)."""
+def build_from_registry(tag: str = DEFAULT_TAG, progress: Progress = _quiet) -> str:
+    """Build from ``python:3.11-slim`` (needs a reachable registry and PyPI). Returns the image id."""
     client = _client()
+    progress("building from python:3.11-slim")
     img, logs = client.images.build(fileobj=io.BytesIO(DOCKERFILE.encode()), tag=tag, rm=True, pull=True)
-    if verbose:
-        for chunk in logs:
-            if "stream" in chunk:
-                print(chunk["stream"], end="")
+    for chunk in logs:
+        line = str(chunk.get("stream", "")).strip()
+        if line:
+            progress(line)
     return img.id
 
 
@@ -320,35 +345,18 @@ def verify(tag: str = DEFAULT_TAG) -> str:
     return out.decode().strip()
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sandbox.image", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="build the sandbox image")
-    b.add_argument("--tag", default=DEFAULT_TAG)
-    b.add_argument("--source", choices=["host", "registry"], default="host",
-                   help="host: offline, from this interpreter (default); registry: FROM python:3.11-slim")
-    b.add_argument("--no-verify", action="store_true")
-    r = sub.add_parser("rootfs", help="only write the rootfs tar (no docker needed)")
-    r.add_argument("out", type=Path)
-    i = sub.add_parser("info", help="say whether the image exists")
-    i.add_argument("--tag", default=DEFAULT_TAG)
-    args = ap.parse_args(argv)
-    if args.cmd == "rootfs":
-        print(build_rootfs_tar(args.out))
-        return 0
-    if args.cmd == "info":
-        ok = image_exists(args.tag)
-        print(f"{args.tag}: {'present' if ok else 'missing'}")
-        return 0 if ok else 1
-    if args.source == "registry":
-        build_from_registry(args.tag)
+def build(tag: str = DEFAULT_TAG, source: Literal["host", "registry"] = "host", check: bool = True,
+          progress: Progress = _quiet) -> ImageBuild:
+    """Build the image from ``source``, then (``check``) run it the way the sandbox does."""
+    t0 = time.monotonic()
+    stats: RootfsStats | None = None
+    if source == "registry":
+        image_id = build_from_registry(tag, progress)
     else:
-        build_from_host(args.tag)
-    if not args.no_verify:
-        print("verify:", verify(args.tag))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        image_id, stats = build_from_host(tag, progress)
+    verified = None
+    if check:
+        progress("verifying: importing the runtime dependencies inside the image")
+        verified = verify(tag)
+    return ImageBuild(tag=tag, image_id=image_id, source=source, seconds=round(time.monotonic() - t0, 1),
+                      rootfs=stats, verified=verified)

@@ -26,25 +26,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sandbox import procfs
+
 _MNT_DETACH = 2
 _lock = threading.Lock()
 _reaped = False
+_reaped_at_start: list[str] = []
 #: Temporary runtime copies (``.<digest>-*``) older than this are debris of a killed copy.
 RUNTIME_DEBRIS_AGE_S = 600
 
 
 def owner_id() -> str:
     """``host:pid:starttime`` of this process."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid()) or '?'}"
-
-
-def _start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rindex(b")") + 2:].split()[19].decode()
-    except (OSError, ValueError, IndexError):
-        return None
+    return f"{socket.gethostname()}:{os.getpid()}:{procfs.start_time(os.getpid()) or '?'}"
 
 
 def owner_alive(owner: str) -> bool:
@@ -56,7 +50,7 @@ def owner_alive(owner: str) -> bool:
         return True  # unknown format: leave it alone
     if host != socket.gethostname():
         return True  # another machine's process: not ours to judge
-    current = _start_time(number)
+    current = procfs.start_time(number)
     return current is not None and (start == "?" or current == start)
 
 
@@ -102,9 +96,31 @@ def reap_once() -> list[str]:
             return []
         _reaped = True
     try:
-        return reap()
+        removed = reap()
     except Exception:  # noqa: BLE001 - cleanup of others' debris must never break this process's work
         return []
+    _reaped_at_start.extend(removed)
+    return removed
+
+
+def reaped_at_start() -> list[str]:
+    """What :func:`reap_once` removed in this process (every ``factory`` command reaps as it starts, so
+    ``factory sandbox reap`` reports this too)."""
+    return list(_reaped_at_start)
+
+
+def reap_all() -> tuple[list[str], str | None]:
+    """:func:`reap`, then Docker sandboxes of dead owners whose lease is gone (found by label, where a daemon
+    answers). Returns (a line per thing removed, why Docker was not swept or None)."""
+    removed = reap()
+    try:
+        from sandbox.docker_container import prune
+
+        removed += prune()
+    except Exception as exc:  # noqa: BLE001 - no SDK or no daemon: nothing of ours can be running there
+        first = (str(exc).splitlines() or [""])[0][:200]
+        return removed, f"docker not swept: {type(exc).__name__}: {first}"
+    return removed, None
 
 
 def reap() -> list[str]:
@@ -159,7 +175,7 @@ def release_resources(data: dict[str, Any]) -> list[str]:
     container = container if isinstance(container, str) and _is_sandbox_name(container) else None
     volume = volume if isinstance(volume, str) and _is_sandbox_name(volume) else None
     if container or volume:
-        from sandbox.docker_backend import remove_container_and_volume
+        from sandbox.docker_container import remove_container_and_volume
 
         removed += remove_container_and_volume(container, volume)
     return removed
@@ -202,6 +218,3 @@ def _runtime_debris(runtime: Path) -> list[str]:
                 continue
     return removed
 
-
-if __name__ == "__main__":  # pragma: no cover - manual use: python -m sandbox.leftovers
-    print("\n".join(reap()) or "nothing left behind by dead processes")

@@ -29,6 +29,9 @@ _STUB_INIT = b'"""Inside a sandbox this package holds only the worker protocol (
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
+#: Where a backend that controls the file system layout puts the work dir and the runtime, inside.
+INSIDE_WORK = "/sandbox/work"
+INSIDE_RUNTIME = "/sandbox/runtime"
 
 PASSWD = "nobody:x:65534:65534:sandbox:/sandbox/work:/usr/sbin/nologin\n"
 GROUP = "nogroup:x:65534:\n"
@@ -198,3 +201,8 @@ def python_bin_dirs() -> list[str]:
         if os.path.isdir(d) and d not in dirs:
             dirs.append(d)
     return dirs
+
+
+def search_path() -> str:
+    """``PATH`` for a sandboxed process on this host's interpreter: its bin dirs, then the system's."""
+    return ":".join([*python_bin_dirs(), "/usr/local/bin", "/usr/bin", "/bin"])

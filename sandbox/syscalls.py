@@ -22,7 +22,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 
 ALLOWED = (
     "accept accept4 access alarm arch_prctl bind brk capget chdir chmod chown clock_getres clock_gettime "
@@ -128,7 +127,7 @@ def bpf_file(cache_dir: str) -> tuple[str | None, str | None]:
     return None, f"no seccomp filter: {hint}" + (f" ({reason})" if reason else "")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # bpf_file() runs this file in the system interpreter, which has python3-seccomp
     if len(sys.argv) == 3 and sys.argv[1] == "--out":
         sys.path = [p for p in sys.path if os.path.abspath(p) != os.path.dirname(os.path.abspath(__file__))]
         try:
@@ -137,10 +136,6 @@ if __name__ == "__main__":
             print("the seccomp module (python3-seccomp) is not installed for this interpreter", file=sys.stderr)
             sys.exit(3)
         sys.exit(0)
-    if sys.argv[1:] == ["--build-cache"]:
-        where = os.path.join(os.environ.get("TRACE_SANDBOX_RUNTIME_DIR") or os.path.join(tempfile.gettempdir(), "trace-factory-runtime"), "seccomp")
-        found, why = bpf_file(where)
-        print(found or why)
-        sys.exit(0 if found else 1)
-    print("usage: python sandbox/syscalls.py --out FILE | --build-cache", file=sys.stderr)
+    print("usage: python sandbox/syscalls.py --out FILE   (`factory sandbox status` builds and reports the filter)",
+          file=sys.stderr)
     sys.exit(2)

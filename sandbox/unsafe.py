@@ -12,12 +12,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from sandbox import leftovers, runtime
-from sandbox._proc import ProcessChannel, _killpg, run_job, spawn
+from sandbox._proc import ProcessChannel, ProcessSet, run_job, set_rlimits, spawn
 from sandbox.base import (
     Channel,
     ExecResult,
@@ -30,7 +29,6 @@ from sandbox.base import (
     host_env_allowlist,
     normalize_relpath,
 )
-from sandbox.bwrap import set_rlimits
 
 WARNING = (
     "WARNING: unsafe-subprocess backend: untrusted code runs UNSANDBOXED on this machine "
@@ -47,8 +45,7 @@ class UnsafeSubprocessSandbox(Sandbox):
         super().__init__(limits)
         print(WARNING, file=sys.stderr, flush=True)
         self._root: Path | None = None
-        self._procs: set[subprocess.Popen] = set()
-        self._lock = threading.Lock()
+        self._procs = ProcessSet()
 
     @property
     def workdir(self) -> str:
@@ -69,28 +66,15 @@ class UnsafeSubprocessSandbox(Sandbox):
         (self._root / "work").mkdir()
         self._opened = True
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._close_workers()
-        with self._lock:
-            procs = list(self._procs)
-            self._procs.clear()
-        for p in procs:
-            _killpg(p.pid)
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+    def _teardown(self) -> None:
+        self._procs.kill_all()
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
         if getattr(self, "_lease", None) is not None:
             self._lease.release()
 
     def _env(self) -> dict[str, str]:
-        path = ":".join([*runtime.python_bin_dirs(), "/usr/local/bin", "/usr/bin", "/bin"])
-        return host_env_allowlist(self.workdir, str(self._rt / "python"), path)
+        return host_env_allowlist(self.workdir, str(self._rt / "python"), runtime.search_path())
 
     def _launch(self, argv: list[str], stdin: bool) -> subprocess.Popen:
         self._check_open()
@@ -98,8 +82,7 @@ class UnsafeSubprocessSandbox(Sandbox):
         if argv and argv[0] in ("python", "python3"):
             argv = [sys.executable, *argv[1:]]
         proc = spawn(argv, cwd=self.workdir, env=self._env(), preexec_fn=lambda: set_rlimits(limits), stdin=stdin)
-        with self._lock:
-            self._procs.add(proc)
+        self._procs.add(proc)
         return proc
 
     def put_files(self, files: dict[str, bytes | str]) -> None:
@@ -124,8 +107,7 @@ class UnsafeSubprocessSandbox(Sandbox):
                 output_cap=default_cap(self.limits, output_cap), started=started,
             )
         finally:
-            with self._lock:
-                self._procs.discard(proc)
+            self._procs.discard(proc)
 
     def _spawn_worker(self, argv: list[str]) -> Channel:
         return ProcessChannel(self._launch(argv, stdin=True))

@@ -5,8 +5,12 @@
 #
 # Idempotent: installs bubblewrap, python3-seccomp (the syscall filter is compiled with it) and
 # docker.io only if missing, starts dockerd only if `docker info` does not answer, builds the
-# offline sandbox image only if it is missing. Says which aggregate limits this host can hold
-# (cgroup version, seccomp) - the sandbox reports the same at run time.
+# offline sandbox image only if it is missing. Ends with `factory sandbox status`: which backends
+# work and which aggregate limits this host can hold (cgroup version, seccomp) - the sandbox
+# reports the same at run time.
+# Runs after the package is installed (scripts/setup.sh installs first): the sandbox steps are
+# `factory sandbox ...` commands, run as `$PY -m factory.cli` so they use the interpreter that was
+# installed into even where its `factory` script is not on PATH.
 # Never fails the caller because docker could not start: it prints why and exits 0, and
 # the docker tests then skip with the reason from sandbox.available_backends().
 set -u
@@ -14,6 +18,14 @@ set -u
 PY="${PYTHON:-python}"
 IMAGE="${TRACE_SANDBOX_IMAGE:-trace-factory-sandbox:py311}"
 log() { echo "[sandbox-services] $*"; }
+here="$(cd "$(dirname "$0")/.." && pwd)"
+factory() { (cd "$here" && "$PY" -m factory.cli "$@"); }
+# sandboxes left behind by processes that were killed (their leases and labels name them), then the report
+finish() {
+  factory sandbox reap >/dev/null 2>&1 || true
+  factory sandbox status || log "no isolating sandbox backend is usable on this machine"
+  exit 0
+}
 SUDO=""
 if [ "$(id -u)" != "0" ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else log "not root and no sudo: cannot install packages"; fi
@@ -43,29 +55,14 @@ if command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
-# --- aggregate limits: seccomp filter and cgroups ----------------------------------------
-here="$(cd "$(dirname "$0")/.." && pwd)"
+# --- aggregate limits: the seccomp filter (`factory sandbox status` compiles it and reports cgroups) ---
 if ! /usr/bin/python3 -c "import seccomp" >/dev/null 2>&1; then
   log "installing python3-seccomp (compiles the sandbox's syscall filter)"
   apt_install python3-seccomp || log "python3-seccomp install failed: sandboxes will run without a syscall filter"
 fi
-if filter="$("$PY" "$here/sandbox/syscalls.py" --build-cache 2>&1)"; then
-  log "seccomp filter: $filter"
-else
-  log "no seccomp filter: $filter"
-fi
-if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-  log "cgroup v2 (controllers: $(cat /sys/fs/cgroup/cgroup.controllers))"
-elif [ -d /sys/fs/cgroup/memory ] && [ -d /sys/fs/cgroup/pids ] && [ -d /sys/fs/cgroup/cpu ]; then
-  log "cgroup v1 (memory, pids, cpu)"
-else
-  log "no usable cgroups: memory/process/CPU limits will hold per process only"
-fi
-# sandboxes left behind by processes that were killed (their leases name what to remove)
-(cd "$here" && "$PY" -m sandbox.leftovers >/dev/null 2>&1) || true
 
 if [ "${1:-}" = "bwrap" ]; then
-  exit 0
+  finish
 fi
 
 # --- docker ---------------------------------------------------------------------------
@@ -103,13 +100,6 @@ fi
 
 if [ "$docker_ok" = 1 ]; then
   log "docker answers"
-  # sandbox containers left behind by processes that died without close() (live ones are kept)
-  (cd "$here" && "$PY" -m sandbox.docker_backend prune >/dev/null 2>&1) || true
-  if docker image inspect "$IMAGE" >/dev/null 2>&1; then
-    log "image $IMAGE present"
-  else
-    log "building image $IMAGE"
-    (cd "$here" && "$PY" -m sandbox.image build --tag "$IMAGE") || log "image build failed; docker sandbox tests will skip"
-  fi
+  factory sandbox build-image --if-missing --tag "$IMAGE" || log "image build failed; docker sandbox tests will skip"
 fi
-exit 0
+finish

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from factory.cli import analyze, build, envs, rollout, route, validate
+from factory.cli import analyze, build, envs, rollout, route, sandbox, validate
 from factory.cli.common import errors, last_resort, safe, usage_message
 from sandbox.leftovers import reap_once
 
@@ -28,6 +28,7 @@ app.command("build")(build.build)
 app.command("validate")(validate.validate)
 app.add_typer(envs.app, name="envs")
 app.command("route")(route.route)
+app.add_typer(sandbox.app, name="sandbox")
 
 
 def _usage_error_types() -> tuple[type[Exception], ...]:

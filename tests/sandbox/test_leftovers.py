@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import leftovers
+from sandbox import leftovers, procfs
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def dead_owner() -> str:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
-    start = leftovers._start_time(child.pid)
+    start = procfs.start_time(child.pid)
     child.wait()
     return f"{socket.gethostname()}:{child.pid}:{start or '1'}"
 

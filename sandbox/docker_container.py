@@ -1,0 +1,220 @@
+"""A Docker sandbox's container and volumes: what they are, how they are made, and how they go. Host side.
+
+The container: no network (``network_mode=none``), read-only root filesystem, ``cap_drop=ALL``,
+``no-new-privileges``, the project's default-deny seccomp profile (:mod:`sandbox.syscalls`; Docker's
+default one lets ``io_uring_setup`` through), uid/gid 65534, a pids limit, a memory limit (swap
+included; tmpfs pages count), a CPU quota, rlimits for CPU seconds / file size / core dumps,
+size-capped tmpfs ``/tmp`` and ``/dev/shm``, a per-sandbox work volume at ``/sandbox/work`` that is
+itself a tmpfs capped in bytes and inodes, and the trusted runtime in a read-only volume at
+``/sandbox/runtime``. Nothing from the host environment is passed in. PID 1 is a tiny reaper
+(``python -S``) so orphans cannot pile up as zombies against the pids limit.
+
+Everything carries the label ``trace-factory.sandbox`` and its creator's owner id, so :func:`prune` removes
+only what a dead process left behind; the lease (:mod:`sandbox.leftovers`) names the same container and
+volume, and the reaper removes them through :func:`remove_container_and_volume`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from sandbox import leftovers, runtime, syscalls
+from sandbox.base import SandboxError, SandboxLimits, SandboxUnavailable
+
+DEFAULT_IMAGE = os.environ.get("TRACE_SANDBOX_IMAGE", "trace-factory-sandbox:py311")
+USER = f"{runtime.SANDBOX_UID}:{runtime.SANDBOX_GID}"
+LABEL = "trace-factory.sandbox"
+
+# PID 1: reap every child that dies (orphans are re-parented here), do nothing else.
+INIT_SRC = (
+    "import os,signal\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK,{signal.SIGCHLD})\n"
+    "while True:\n"
+    " signal.sigwait({signal.SIGCHLD})\n"
+    " while True:\n"
+    "  try:\n"
+    "   p,_=os.waitpid(-1,os.WNOHANG)\n"
+    "  except ChildProcessError:\n"
+    "   break\n"
+    "  if p==0:\n"
+    "   break\n"
+)
+
+
+def docker_sdk():  # type: ignore[no-untyped-def]
+    """The ``docker`` package, or SandboxUnavailable saying how to install it."""
+    try:
+        import docker
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise SandboxUnavailable("docker SDK not installed: pip install 'trace-factory[docker]'") from e
+    return docker
+
+
+def missing_image(image: str) -> str:
+    return f"docker image {image} missing: run `factory sandbox build-image` (or scripts/sandbox-services.sh)"
+
+
+def owner_labels() -> dict[str, str]:
+    """Who created a container: lets prune() remove only what a dead process left behind."""
+    return {f"{LABEL}.owner": leftovers.owner_id()}
+
+
+def image_search_path(client: Any, image: str) -> str:
+    """The image's ``PATH`` (it holds the interpreter's bin dir); SandboxUnavailable if the image is missing."""
+    try:
+        img = client.images.get(image)
+    except docker_sdk().errors.ImageNotFound as e:
+        raise SandboxUnavailable(missing_image(image)) from e
+    img_env = dict(kv.split("=", 1) for kv in (img.attrs.get("Config", {}).get("Env") or []) if "=" in kv)
+    return img_env.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+
+
+def runtime_volume(client: Any, image: str) -> str:
+    """A read-only volume holding the trusted packages, content-addressed and reused."""
+    files = runtime.runtime_files()
+    digest = runtime.content_hash(files)
+    name = f"trace-sbx-runtime-{digest}"
+    ready = f"{name}-ready"
+    try:
+        client.volumes.get(ready)
+        return name
+    except docker_sdk().errors.NotFound:
+        pass
+    client.volumes.create(name=name, labels={LABEL: "runtime"})
+    helper = client.containers.create(
+        image, ["true"], network_mode="none", volumes={name: {"bind": runtime.INSIDE_RUNTIME, "mode": "rw"}},
+        labels={LABEL: "helper", **owner_labels()},
+    )
+    try:
+        if not helper.put_archive(runtime.INSIDE_RUNTIME, runtime.runtime_tar(files)):
+            raise SandboxError("could not copy the runtime into the docker volume")
+    finally:
+        helper.remove(force=True)
+    client.volumes.create(name=ready, labels={LABEL: "runtime-ready"})
+    return name
+
+
+def create_work_volume(client: Any, name: str, limits: SandboxLimits, hardened: bool) -> Any:
+    """The sandbox's work volume: a tmpfs capped in bytes and inodes, owned by the sandbox user."""
+    tmpfs = {"type": "tmpfs", "device": "tmpfs",
+             "o": f"size={limits.workdir_mb}m,nr_inodes={limits.workdir_inodes},uid={runtime.SANDBOX_UID},"
+                  f"gid={runtime.SANDBOX_GID},mode=0700,nosuid,nodev"}
+    return client.volumes.create(
+        name=name, labels={LABEL: "work", **owner_labels()}, driver="local", driver_opts=tmpfs if hardened else {},
+    )
+
+
+def run_container(
+    client: Any, image: str, name: str, *, limits: SandboxLimits, hardened: bool, env: dict[str, str], runtime_vol: str,
+) -> Any:
+    """Start the locked-down container (work volume ``name`` must exist) with PID 1 the reaper."""
+    lim = limits
+    mb = 1024 * 1024
+    Ulimit = docker_sdk().types.Ulimit
+    hardening = dict(nano_cpus=int(lim.cpu_quota * 1e9), shm_size=f"{lim.shm_mb}m")
+    seccomp = [f"seccomp={syscalls.docker_profile()}"] if hardened else []
+    return client.containers.run(
+        image,
+        ["python", "-S", "-c", INIT_SRC],
+        name=name,
+        detach=True,
+        user=USER,
+        network_mode="none",
+        read_only=True,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges", *seccomp],
+        pids_limit=lim.max_processes,
+        mem_limit=f"{lim.memory_mb}m",
+        memswap_limit=f"{lim.memory_mb}m",
+        **(hardening if hardened else {}),
+        ulimits=[
+            Ulimit(name="cpu", soft=lim.cpu_seconds, hard=lim.cpu_seconds + 1),
+            Ulimit(name="fsize", soft=lim.file_size_mb * mb, hard=lim.file_size_mb * mb),
+            Ulimit(name="core", soft=0, hard=0),
+        ],
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={max(16, lim.file_size_mb)}m,mode=1777"},
+        volumes={
+            name: {"bind": runtime.INSIDE_WORK, "mode": "rw"},
+            runtime_vol: {"bind": runtime.INSIDE_RUNTIME, "mode": "ro"},
+        },
+        working_dir=runtime.INSIDE_WORK,
+        environment=env,
+        hostname="sandbox",
+        labels={LABEL: "sandbox", **owner_labels()},
+        ipc_mode="private",
+    )
+
+
+def remove(client: Any, container: str | None, volume: str | None, warn: bool = False) -> list[str]:
+    """Remove a sandbox's container (id or name), then its work volume; a line per thing removed. Never raises."""
+    removed: list[str] = []
+    if container:
+        done, error = _retry(lambda: client.api.remove_container(container, force=True), 3, 0.2,
+                             gone=("no such container", "is already in progress"))
+        if done:
+            removed.append(f"container {container}")
+        elif error is not None and warn:
+            print(f"WARNING: sandbox container {container} could not be removed: {error}", file=sys.stderr)
+    if volume:  # a volume stays in use until its container is gone: the daemon may still be settling
+        done, _ = _retry(lambda: client.api.remove_volume(volume, force=True), 5, 0.1, gone=("no such volume", "not found"))
+        if done:
+            removed.append(f"volume {volume}")
+    return removed
+
+
+def _retry(call: Callable[[], object], attempts: int, pause_s: float, gone: tuple[str, ...]) -> tuple[bool, Exception | None]:
+    """(True, None) once ``call`` succeeds; (False, None) when the daemon says it is gone already; else the last error."""
+    error: Exception | None = None
+    for _ in range(attempts):
+        try:
+            call()
+            return True, None
+        except Exception as exc:  # noqa: BLE001 - the daemon's errors are all "could not", with a reason
+            if any(marker in str(exc).lower() for marker in gone):
+                return False, None
+            error = exc
+            time.sleep(pause_s)
+    return False, error
+
+
+def remove_container_and_volume(container: str | None, volume: str | None) -> list[str]:
+    """Remove one sandbox's container and work volume by name (the reaper's Docker half)."""
+    try:
+        client = docker_sdk().from_env(timeout=60)
+    except Exception:  # noqa: BLE001 - no daemon: nothing of ours can be running there either
+        return []
+    try:
+        return remove(client, container, volume)
+    finally:
+        client.close()
+
+
+def prune() -> list[str]:
+    """Remove sandbox containers and work volumes whose creating process is gone (crashes,
+    kill -9). Sandboxes of live processes - other users' tests, a long training run - are kept."""
+    client = docker_sdk().from_env(timeout=60)
+    try:
+        return _prune(client)
+    finally:
+        client.close()
+
+
+def _prune(client: Any) -> list[str]:
+    removed = []
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        owner = c.labels.get(f"{LABEL}.owner")
+        if owner and not leftovers.owner_alive(owner):
+            removed += remove(client, c.name, c.name)
+    live = {c.name for c in client.containers.list(all=True, filters={"label": LABEL})}
+    for v in client.volumes.list(filters={"label": f"{LABEL}=work"}):
+        owner = (v.attrs.get("Labels") or {}).get(f"{LABEL}.owner")
+        if v.name not in live and owner and not leftovers.owner_alive(owner):
+            try:
+                v.remove()
+                removed.append(f"volume {v.name}")
+            except Exception:  # noqa: BLE001 - in use or racing with a starting sandbox
+                pass
+    return removed

@@ -1,0 +1,98 @@
+"""Killing a Docker sandbox's processes without asking the container or its output reader. Host side.
+
+Killing never goes through the thread that reads a flooding exec stream (the known hang where that thread is
+also the one asked to kill it), nor through the daemon when it is local: the container's processes are found
+in the host's ``/proc`` (same pid namespace as its PID 1) and SIGKILLed. When the daemon is on another host,
+a small killer runs inside the container as the sandbox user instead.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sandbox import procfs
+from sandbox.docker_container import USER
+
+#: How long a kill keeps at processes that fork or have not died yet (a stuck one must not hang an exec).
+_KILL_DEADLINE_S = 1.0
+
+# Fallback killer when the daemon is not on this host: runs inside as the sandbox user.
+_KILL_INSIDE_SRC = (
+    "import os,sys\n"
+    "keep={1,os.getpid(),os.getppid()}|{int(a) for a in sys.argv[1:]}\n"
+    "for _ in range(20):\n"
+    " left=[int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in keep]\n"
+    " if not left: break\n"
+    " for p in left:\n"
+    "  try: os.kill(p,9)\n"
+    "  except OSError: pass\n"
+)
+
+
+class ContainerProcesses:
+    """The processes of one running container, as host pids: PID 1 (the reaper) and the live workers' trees."""
+
+    def __init__(self, client: Any, container: Any) -> None:
+        self.client = client
+        self.container = container
+        self.init_pid: int = int(container.attrs["State"]["Pid"])
+        self.pidns: str | None = None
+        #: Host pids of the live workers (each is the subreaper of what it starts).
+        self.worker_pids: set[int] = set()
+        self.local = self._check_local()
+
+    def _check_local(self) -> bool:
+        """Is the container's PID 1 visible (and ours to signal) in this host's /proc?"""
+        pid = self.init_pid
+        if not pid or os.geteuid() != 0:
+            return False
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                cg = f.read()
+        except OSError:
+            return False
+        if self.container.id not in cg:
+            return False
+        self.pidns = procfs.pid_namespace(pid)
+        return self.pidns is not None
+
+    def _procs(self) -> dict[int, int]:
+        """host pid -> host ppid for every process in the container's pid namespace."""
+        assert self.pidns is not None
+        return procfs.in_namespace(self.pidns)
+
+    def reap(self) -> None:
+        """SIGKILL every container process except PID 1 and the live workers' trees."""
+        if not self.local:
+            self.kill_inside()
+            return
+
+        def victims() -> list[int]:
+            procs = self._procs()
+            keep = {self.init_pid} | procfs.descendants(procs, {p for p in self.worker_pids if p in procs})
+            return [p for p in procs if p not in keep]
+
+        procfs.kill_until_gone(victims, _KILL_DEADLINE_S)
+
+    def kill_tree(self, root: int) -> None:
+        """Kill one worker's process tree (host pids). The worker is its descendants' subreaper, so
+        double-forked daemons are in the tree; the tree is stopped first (no forking while we kill),
+        then killed, until nothing of it is left."""
+        if not self.local:
+            self.kill_inside()
+            return
+
+        def tree() -> set[int]:
+            procs = self._procs()
+            return procfs.descendants(procs, {root} & set(procs))
+
+        procfs.kill_until_gone(tree, _KILL_DEADLINE_S, stop_first=True)
+
+    def kill_inside(self) -> None:
+        """Remote daemon: kill from inside (everything but PID 1, workers included)."""
+        try:
+            self.client.api.exec_start(self.client.api.exec_create(
+                self.container.id, ["python", "-S", "-c", _KILL_INSIDE_SRC], user=USER)["Id"])
+        except Exception:  # noqa: BLE001
+            pass
