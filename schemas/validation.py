@@ -186,7 +186,7 @@ class SeedSurvey(_FromSandbox):
     masked_truth_digest: str = ""
     observation_digest: str = ""
     first_message: str = ""
-    masked_first_message: str = ""
+    masked_observation: str = Field("", description="system prompt and first user message, ids and names masked")
     reference: SolutionRun | None = None
     skipping: SolutionRun | None = None
     parrot: EpisodeSummary | None = None

@@ -315,19 +315,28 @@ def _summary(episode: dict[str, Any]) -> dict[str, Any]:
     return {k: episode[k] for k in ("reward", "steps", "ended_by", "env_errors", "reset_ms", "step_ms", "transcript")}
 
 
-def survey_seed(env: TaskEnv, seed: int, parrot: bool, remember: Callable[[int, Scenario], None] | None = None) -> dict[str, Any]:
-    """One seed, uncached: generate (timed), the first observation, both solutions played."""
+def survey_seed(env: TaskEnv, seed: int, parrot: bool, remember: Callable[[int, str], None] | None = None) -> dict[str, Any]:
+    """One seed, uncached: generate (timed), the first observation, both solutions played.
+
+    Every use gets its own copy of the scenario (env code may write to ``scenario.user`` as a notepad; in
+    training each reset gets a fresh one too), made from one canonical JSON text.
+    """
     watch = Stopwatch()
     scenario = env.generate(seed)
     generate_ms = watch.ms()
     if not isinstance(scenario, Scenario):
         raise TypeError(f"generate({seed}) returned {type(scenario).__name__}, not sdk.Scenario")
+    plain = json.dumps(scenario.to_dict(), default=str)  # key order kept: tool results must read as in training
     if remember is not None:
-        remember(seed, scenario)
+        remember(seed, plain)
     body = {"state": scenario.state, "user": scenario.user, "truth": scenario.truth, "meta": scenario.meta}
     text = canonical_json(body)
+
+    def copy() -> Scenario:
+        return Scenario(**json.loads(plain))
+
     masker = Masker(text)
-    first = str(env.first_user_message(scenario))
+    system, first = str(env.system_prompt(copy())), str(env.first_user_message(copy()))
     record: dict[str, Any] = {
         "seed": seed,
         "generate_ms": generate_ms,
@@ -335,20 +344,20 @@ def survey_seed(env: TaskEnv, seed: int, parrot: bool, remember: Callable[[int, 
         "masked_fingerprint": masker.fingerprint(body),
         "truth_digest": digest(scenario.truth),
         "masked_truth_digest": masker.fingerprint(scenario.truth),
-        "observation_digest": digest([str(env.system_prompt(scenario)), first]),
+        "observation_digest": digest([system, first]),
         "first_message": first[:MAX_TEXT],
-        "masked_first_message": masker.text(first)[:MAX_TEXT],
+        "masked_observation": masker.text(system[:MAX_TEXT] + "\n" + first[:MAX_TEXT]),
     }
     for which, solve in (("reference", env.reference_solution), ("skipping", env.capability_skipping_solution)):
-        turns = [t.to_json() if isinstance(t, Turn) else t for t in solve(fresh(scenario))]
-        record[which] = {"turns": turns, "pattern": pattern(turns), **_summary(play(env, seed, turns, fresh(scenario)))}
+        turns = [t.to_json() if isinstance(t, Turn) else t for t in solve(copy())]
+        record[which] = {"turns": turns, "pattern": pattern(turns), **_summary(play(env, seed, turns, copy()))}
     if parrot:
-        record["parrot"] = _summary(play(env, seed, [{"content": first, "calls": []}], fresh(scenario)))
+        record["parrot"] = _summary(play(env, seed, [{"content": first, "calls": []}], copy()))
     return record
 
 
 def survey(
-    env: TaskEnv, seeds: list[int], parrot_seeds: int, deadline_s: float, remember: Callable[[int, Scenario], None] | None = None
+    env: TaskEnv, seeds: list[int], parrot_seeds: int, deadline_s: float, remember: Callable[[int, str], None] | None = None
 ) -> list[dict[str, Any]]:
     """:func:`survey_seed` over ``seeds``; a seed whose env code raises is reported, not fatal.
     Stops early (returning what it has) once ``deadline_s`` has passed, so a slow env ends quickly."""

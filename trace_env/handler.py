@@ -86,8 +86,8 @@ def load(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _remember(seed: int, scenario: Scenario) -> None:
-    _scenarios[seed] = json.dumps(scenario.to_dict())
+def _remember(seed: int, scenario_json: str) -> None:
+    _scenarios[seed] = scenario_json
     _scenarios.move_to_end(seed)
     if len(_scenarios) > _SCENARIO_CACHE_SIZE:
         _scenarios.popitem(last=False)

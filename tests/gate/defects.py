@@ -29,6 +29,8 @@ class Defect:
     config: dict[str, Any] = field(default_factory=dict)
     needs_actions: bool = False  # the counterexample must carry actions to replay
     also: tuple[str, ...] = ()  # other checks that may rightly reject it too
+    instead: tuple[str, ...] = ()  # checks that may reject it first (the strict static check), skipping the rest
+    counterexample: bool = True  # the failing check names a seed (not so for a declared constant like max_steps)
 
     def source(self) -> str:
         text = BASES[self.base].read_text()
@@ -50,6 +52,19 @@ GET_TOOL = '''    def get_reservation_details(self, state, reservation_id):
 USER_REPLY_HOOK = "    @sdk.tool\n    def get_reservation_details"
 
 DEFECTS: dict[str, Defect] = {
+    # --- static and contract ---
+    "hidden_forbidden_import": Defect(
+        "static", "an import smuggled through __builtins__", base="tiny", counterexample=False,
+        patches=(("from env_registry import sdk", "from env_registry import sdk\n_load = getattr(__builtins__, '__imp' + 'ort__')"),),
+    ),
+    "schema_type_differs": Defect(
+        "schema_fidelity", "a tool schema changed from the target's (an id typed as integer)", base="tiny",
+        also=("solvability", "reward_sensitivity"),
+        patches=(("    def evaluate(self, episode):",
+                  "    def tools(self):\n        schemas = super().tools()\n"
+                  "        schemas[1]['function']['parameters']['properties']['reservation_id']['type'] = 'integer'\n"
+                  "        return schemas\n\n    def evaluate(self, episode):"),),
+    ),
     # --- determinism -------------------------------------------------------------------------------
     "unseeded_on_some_seeds": Defect(
         "determinism", "generate uses an unseeded RNG on one seed in seven",
@@ -69,10 +84,14 @@ DEFECTS: dict[str, Defect] = {
         (('                "total": rng.randint(90, 900),', '                "total": 90 + hash(origin + destination) % 800,'),),
     ),
     "wall_clock": Defect(
-        "determinism", "the scenario records the time it was generated", also=("static",),
+        "determinism", "the scenario records the time it was generated", instead=("static",),
         patches=((GENERATE, "        import datetime\n" + GENERATE),
          ('            truth={"cancel": allowed, "reservation_id": target},',
           '            truth={"cancel": allowed, "reservation_id": target, "asked_at": datetime.datetime.now().isoformat()},')),
+    ),
+    "unseeded_every_seed": Defect(
+        "determinism", "generate uses an unseeded RNG", base="tiny",
+        patches=(("rng = self.rng(seed)", "import random\n        rng = random.Random()"),),
     ),
     # --- diversity ---------------------------------------------------------------------------------
     "differs_only_in_ids": Defect(
@@ -95,6 +114,11 @@ DEFECTS: dict[str, Defect] = {
          ('        if scenario.truth["cancel"]:', '        record = scenario.state["reservations"][rid]\n'
           '        if record["cabin"] == "business" or record["insurance"] == "yes":')),
         needs_actions=True, config={"solvability_seeds": 60},
+    ),
+    "reference_gives_up": Defect(
+        "solvability", "the reference solution refuses every request", base="tiny", needs_actions=True,
+        also=("diversity", "reward_sensitivity"),
+        patches=(('turns = [sdk.call("get_reservation_details", reservation_id=rid)]', "return [sdk.say('I cannot help with that.')]"),),
     ),
     # --- capability necessity ----------------------------------------------------------------------
     "answer_in_first_message": Defect(
@@ -184,11 +208,17 @@ DEFECTS: dict[str, Defect] = {
          ('        record["status"] = "cancelled"\n', '        record["status"] = "cancelled"\n        self.cancelled_before[reservation_id] = True\n')),
         also=("solvability", "reward_sensitivity", "grpo_signal"),
     ),
+    "crash_on_malformed_input": Defect(
+        "robustness", "looking up a reservation that does not exist raises KeyError", base="tiny", needs_actions=True,
+        patches=(('        if reservation_id not in state["reservations"]:\n            raise sdk.ToolError("Reservation not found")\n'
+                  '        return state["reservations"][reservation_id]\n', '        return state["reservations"][reservation_id]\n'),),
+    ),
     "crash_on_unknown_id": Defect(
         "robustness", "looking up an unknown reservation raises KeyError", needs_actions=True,
         patches=((GET_TOOL, '    def get_reservation_details(self, state, reservation_id):'),),
     ),
-    "endless_episode": Defect("robustness", "max_steps far beyond the limit", base="tiny", patches=(("max_steps = 6", "max_steps = 10**6"),)),
+    "endless_episode": Defect("robustness", "max_steps far beyond the limit", base="tiny", counterexample=False,
+                              patches=(("max_steps = 6", "max_steps = 10**6"),)),
     "generate_raises_on_some_seeds": Defect(
         "robustness", "generate raises on one seed in thirteen", also=("solvability", "interface"),
         patches=((GENERATE, GENERATE + "        if seed % 13 == 6:\n            raise ValueError('no flights on that day')\n"),),

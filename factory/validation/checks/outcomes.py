@@ -113,7 +113,7 @@ def _leak(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[str, Counterexampl
     min_class = max(5, math.ceil(0.1 * len(rows)))
     for members in groups.values():
         labels = [tuple(n for turn in m.reference.pattern for n in turn.split("+") if n in decisive) for m in members]  # type: ignore[union-attr]
-        phrases = [_phrases(m.masked_first_message) for m in members]
+        phrases = [_phrases(m.masked_observation) for m in members]
         for label in set(labels):
             inside = sum(1 for x in labels if x == label)
             if inside < min_class or len(members) - inside < min_class:

@@ -25,58 +25,63 @@ def check_robustness(ctx: CheckContext) -> CheckResult:
                            message=f"max_steps {max_steps} exceeds the limit {c.max_steps_limit}: episodes must end")
     before = ctx.episodes_run
     rows = ctx.generated(len(ctx.seeds))
-    if not rows:
+    if rows:
+        fuzz_seeds = st.sampled_from([r.seed for r in rows[:16]])
+        garbage = st.tuples(fuzz_seeds, st.lists(garbage_turn(ctx.info["tools"]), min_size=1, max_size=6))
+        bad = ctx.find(garbage, lambda case: bool(ctx.play(case[0], case[1], where="malformed input").env_errors))
+        if bad is not None:
+            errors = ctx.play(bad[0], bad[1], where="malformed input").env_errors
+            first = errors[0] if errors else {"where": "?", "error": "?"}
+            return CheckResult(**base, figure=f"env error: {first.get('where')}", episodes=ctx.episodes_run - before,
+                               message=f"malformed input crashed the env in {first.get('where')}: {first.get('error')}",
+                               counterexample=Counterexample(seed=bad[0], actions=bad[1], detail=str(first.get("error"))))
+        problem = _stress(ctx, rows, max_steps) or _leaks(ctx, rows)
+        memory, memory_figure, memory_problem = _memory(ctx, rows[0])
+        problem = problem or memory_problem
+    else:
+        problem, memory_figure = (NO_SEEDS, Counterexample()), ""
+    if ctx.env_error is not None:  # from any episode of any check, this one's included
         found = ctx.env_error
-        return CheckResult(**base, message=f"env code raised during {found.where}: {found.detail}" if found else NO_SEEDS,
-                           counterexample=Counterexample(seed=found.seed, detail=found.detail) if found else None)
-    fuzz_seeds = st.sampled_from([r.seed for r in rows[:16]])
-    garbage = st.tuples(fuzz_seeds, st.lists(garbage_turn(ctx.info["tools"]), min_size=1, max_size=6))
-    bad = ctx.find(garbage, lambda case: bool(ctx.play(case[0], case[1], where="malformed input").env_errors))
-    if bad is not None:
-        errors = ctx.play(bad[0], bad[1], where="malformed input").env_errors
-        first = errors[0] if errors else {"where": "?", "error": "?"}
-        return CheckResult(**base, figure=f"env error: {first.get('where')}", episodes=ctx.episodes_run - before,
-                           message=f"malformed input crashed the env in {first.get('where')}: {first.get('error')}",
-                           counterexample=Counterexample(seed=bad[0], actions=bad[1], detail=str(first.get("error"))))
-    if ctx.env_error is not None:
-        found = ctx.env_error
-        return CheckResult(**base, figure="env error", episodes=ctx.episodes_run - before,
-                           message=f"env code raised during {found.where}: {found.detail}",
-                           counterexample=Counterexample(seed=found.seed, actions=found.actions, detail=found.detail))
-    unended = [r for r in rows if r.reference is not None and not r.reference.terminated]
-    if unended:
+        problem = (f"env code raised during {found.where}: {found.detail}",
+                   Counterexample(seed=found.seed, actions=found.actions, detail=found.detail))
+    unended = [r for r in rows if not r.reference.terminated]  # type: ignore[union-attr]
+    if unended and ctx.env_error is None:
         first_row = unended[0]
         how = first_row.reference.ended_by  # type: ignore[union-attr]
-        return CheckResult(
-            **base, figure=f"{len(unended)}/{len(rows)} reference episodes did not end", failing_seeds=[r.seed for r in unended],
-            message=f"the reference episode of seed {first_row.seed} ended by {how!r}, not because the task was over: the "
-            "simulated user must close the conversation (UserReply(done=True)) or a terminal tool must end it",
-            counterexample=Counterexample(seed=first_row.seed, actions=first_row.reference.turns, detail=f"ended_by={how}"),  # type: ignore[union-attr]
-        )
-    problem = _stress(ctx, rows, max_steps) or _leaks(ctx, rows)
+        problem = (f"the reference episode of seed {first_row.seed} ended by {how!r}, not because the task was over "
+                   f"({len(unended)}/{len(rows)} seeds): the simulated user must close the conversation (UserReply(done=True)) "
+                   "or a terminal tool must end it",
+                   Counterexample(seed=first_row.seed, actions=first_row.reference.turns, detail=f"ended_by={how}"))  # type: ignore[union-attr]
+    figure = (f"{len(rows) - len(unended)}/{len(rows)} reference episodes end by termination; {max_steps}-turn stress "
+              f"episode; {memory_figure}")
+    return CheckResult(
+        name="robustness", passed=problem is None, figure=figure,
+        message="" if problem is None else problem[0], counterexample=None if problem is None else problem[1],
+        seeds=len(rows), episodes=ctx.episodes_run - before, failing_seeds=[r.seed for r in unended],
+    )
+
+
+def _memory(ctx: CheckContext, row: Any) -> tuple[MemoryProbe, str, tuple[str, Counterexample] | None]:
+    """Worker memory before and after many episodes, and the growth every episode leaves behind, projected
+    over ``memory_projection_episodes``; a transcript that changes over the repeats is a leak."""
+    c = ctx.config
     memory = MemoryProbe.model_validate(ctx.call(
-        "memory", {"seed": rows[0].seed, "turns": rows[0].reference.turns if rows[0].reference else [], "episodes": MEMORY_EPISODES},
-        ctx.config.rpc_timeout_s * 2, seed=rows[0].seed,
+        "memory", {"seed": row.seed, "turns": row.reference.turns, "episodes": MEMORY_EPISODES},
+        c.rpc_timeout_s * 2, seed=row.seed,
     ))
     ctx.episodes_run += memory.episodes
     projected = memory.rss_after_mb + memory.growth_bytes_per_episode * c.memory_projection_episodes / 2**20
-    memory_figure = (f"memory {memory.rss_before_mb:.0f} -> {memory.rss_after_mb:.0f} MB, "
-                     f"+{memory.growth_bytes_per_episode / 1024:.1f} KB kept per episode")
-    settled = memory.transcripts[-1] == memory.transcripts[-2]
-    if problem is None and settled and memory.transcripts[0] != memory.transcripts[-1]:
-        problem = (f"replaying seed {rows[0].seed} {memory.episodes} times in one worker changed its transcript: "
-                   "state leaks from one episode into the next (class attributes, module globals, a shared scenario)",
-                   Counterexample(seed=rows[0].seed, actions=rows[0].reference.turns if rows[0].reference else []))
-    if problem is None and max(projected, memory.rss_after_mb) > c.memory_budget_mb:
-        problem = (f"{memory_figure}: projected {projected:.0f} MB after {c.memory_projection_episodes} episodes, over the "
-                   f"{c.memory_budget_mb} MB budget; do not keep per-episode data on the env or in module globals",
-                   Counterexample(seed=rows[0].seed, actions=rows[0].reference.turns if rows[0].reference else [],
-                                  detail=f"{memory.growth_bytes_per_episode:.0f} bytes kept per episode"))
-    figure = f"no env errors; reference episodes end; {max_steps}-turn stress episode ends; {memory_figure}"
-    return CheckResult(
-        name="robustness", passed=problem is None, figure=figure, message="" if problem is None else problem[0],
-        counterexample=None if problem is None else problem[1], seeds=len(rows), episodes=ctx.episodes_run - before,
-    )
+    figure = (f"memory {memory.rss_before_mb:.0f} -> {memory.rss_after_mb:.0f} MB over {memory.episodes} episodes, "
+              f"+{memory.growth_bytes_per_episode / 1024:.1f} KB kept per episode")
+    example = Counterexample(seed=row.seed, actions=row.reference.turns, detail=f"{memory.growth_bytes_per_episode:.0f} bytes kept per episode")
+    settled = len(memory.transcripts) > 1 and memory.transcripts[-1] == memory.transcripts[-2]
+    if settled and memory.transcripts[0] != memory.transcripts[-1]:
+        return memory, figure, (f"replaying seed {row.seed} {memory.episodes} times in one worker changed its transcript: state "
+                                "leaks from one episode into the next (class attributes, module globals, a shared scenario)", example)
+    if max(projected, memory.rss_after_mb) > c.memory_budget_mb:
+        return memory, figure, (f"{figure}: projected {projected:.0f} MB after {c.memory_projection_episodes} episodes, over the "
+                                f"{c.memory_budget_mb} MB budget; do not keep per-episode data on the env or in module globals", example)
+    return memory, figure, None
 
 
 def _stress(ctx: CheckContext, rows: list[Any], max_steps: int) -> tuple[str, Counterexample] | None:
