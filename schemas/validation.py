@@ -53,7 +53,7 @@ class ValidationConfig(BaseModel):
     necessity_seeds: int = Field(100, ge=1, le=10_000)
     necessity_max_reward: float = Field(0.5, ge=0, le=1)
     necessity_min_share: float = Field(0.90, ge=0, le=1)
-    leak_seeds: int = Field(30, ge=0, le=10_000, description="seeds on which a first-message-only agent is played")
+    leak_seeds: int = Field(20, ge=0, le=10_000, description="seeds on which a first-message-only agent is played")
     diversity_seeds: int = Field(100, ge=2, le=10_000)
     diversity_min_share: float = Field(0.95, ge=0, le=1, description="distinct scenarios among the seeds")
     diversity_min_masked: int = Field(2, ge=1, le=10_000, description="distinct scenarios once ids and names are masked")

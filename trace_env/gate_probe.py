@@ -79,8 +79,9 @@ class Masker:
 
     Ids are tokens that look like ids (``#W2271620``, ``mia_li_3668``, ``4NC8I6``, emails); names are the
     words of values under keys such as ``name``, ``first_name``, ``user_id``. Both are found in the
-    scenario's canonical JSON text with one regex pass, then masked in every string. A mapping keyed by
-    ids becomes the sorted list of its masked values, so the random order of ids cannot tell seeds apart.
+    scenario's canonical JSON text and masked with one regex over text (C speed, it matters for big
+    states). A mapping keyed by ids counts as the sorted list of its masked values, so the random order of
+    ids cannot tell seeds apart.
     """
 
     def __init__(self, canonical_text: str) -> None:
@@ -92,23 +93,33 @@ class Masker:
             if len(word) >= 2
         }
         self.names = {token for token in set(_TOKEN.findall(canonical_text)) if token in keyed or looks_like_id(token)}
+        ordered = sorted(self.names, key=len, reverse=True)
+        self._pattern = re.compile(r"(?<![\w#@.+'-])(?:" + "|".join(map(re.escape, ordered)) + r")(?![\w@+'-]|\.\w)") if ordered else None
 
     def text(self, text: str) -> str:
-        return _TOKEN.sub(lambda m: "<id>" if m.group(0) in self.names else m.group(0), text)
+        return self._pattern.sub("<id>", text) if self._pattern is not None else text
 
-    def structure(self, value: Any) -> Any:
+    def _ordered(self, value: Any) -> Any:
+        """The value with every id-keyed mapping turned into the list of its values, sorted as masked text
+        (parts without such a mapping are returned as they are, not copied)."""
         if isinstance(value, dict):
             if value and all(isinstance(k, str) and k in self.names for k in value):
-                return sorted((self.structure(v) for v in value.values()), key=canonical_json)
-            return {self.text(str(k)): self.structure(v) for k, v in value.items()}
+                return sorted((self._ordered(v) for v in value.values()), key=lambda v: self.text(canonical_json(v)))
+            out = None
+            for k, v in value.items():
+                if isinstance(v, (dict, list)):
+                    new = self._ordered(v)
+                    if new is not v:
+                        out = out if out is not None else dict(value)
+                        out[k] = new
+            return value if out is None else out
         if isinstance(value, list):
-            return [self.structure(v) for v in value]
-        if isinstance(value, str):
-            return self.text(value)
+            items = [self._ordered(v) if isinstance(v, (dict, list)) else v for v in value]
+            return value if all(a is b for a, b in zip(items, value)) else items
         return value
 
     def fingerprint(self, value: Any) -> str:
-        return hashlib.sha256(canonical_json(self.structure(value)).encode()).hexdigest()[:20]
+        return hashlib.sha256(self.text(canonical_json(self._ordered(value))).encode()).hexdigest()[:20]
 
 
 # --- value pools and templates -----------------------------------------------------------------
@@ -172,15 +183,23 @@ def mutate(value: Any, salt: int = 0) -> Any:
 
 
 class ValuePool:
-    """Values an agent could have seen: the scenario's (state and user) and those of earlier tool results."""
+    """Values an agent could have seen: the scenario's (state and user) and those of earlier tool results.
+    Collected lazily: most turns of most episodes name no template, and big states are slow to walk."""
 
     def __init__(self, scenario: Scenario) -> None:
-        found: list[Entry] = []
-        _leaves({"state": scenario.state, "user": scenario.user}, found)
-        self.scenario = list(dict.fromkeys(found))
+        self._source = scenario
+        self._texts: list[str] = []
+        self._ready = False
+        self.scenario: list[Entry] = []
         self.seen: list[Entry] = []
 
     def observe(self, text: str) -> None:
+        if self._ready:
+            self._add(text)
+        else:
+            self._texts.append(text)
+
+    def _add(self, text: str) -> None:
         if len(self.seen) >= MAX_POOL:
             return
         try:
@@ -193,10 +212,20 @@ class ValuePool:
             if item not in self.seen:
                 self.seen.append(item)
 
+    def _load(self) -> None:
+        if not self._ready:
+            found: list[Entry] = []
+            _leaves({"state": self._source.state, "user": self._source.user}, found)
+            self.scenario = list(dict.fromkeys(found))
+            self._ready = True
+            for text in self._texts:
+                self._add(text)
+
     def pick(self, spec: dict[str, Any]) -> Any:
         """The value a template names. Values found under the argument's own name come first (a
         ``reservation_id`` argument gets reservation ids), then id-like values for ``*_id`` arguments,
         then any value of the type."""
+        self._load()
         index = int(spec.get("$pool") or 0)
         wanted = {"string": ("str",), "integer": ("int",), "number": ("int", "float"), "boolean": ("bool",)}.get(
             str(spec.get("type")), ("str", "int", "float")
@@ -315,8 +344,11 @@ def _summary(episode: dict[str, Any]) -> dict[str, Any]:
     return {k: episode[k] for k in ("reward", "steps", "ended_by", "env_errors", "reset_ms", "step_ms", "transcript")}
 
 
-def survey_seed(env: TaskEnv, seed: int, parrot: bool, remember: Callable[[int, str], None] | None = None) -> dict[str, Any]:
-    """One seed, uncached: generate (timed), the first observation, both solutions played.
+def survey_seed(
+    env: TaskEnv, seed: int, parrot: bool, remember: Callable[[int, str], None] | None = None, light: bool = False
+) -> dict[str, Any]:
+    """One seed, uncached: generate (timed), the first observation, both solutions played. ``light`` leaves
+    out the masked views (a peer worker that only replays for comparison needs none).
 
     Every use gets its own copy of the scenario (env code may write to ``scenario.user`` as a notepad; in
     training each reset gets a fresh one too), made from one canonical JSON text.
@@ -335,19 +367,22 @@ def survey_seed(env: TaskEnv, seed: int, parrot: bool, remember: Callable[[int, 
     def copy() -> Scenario:
         return Scenario(**json.loads(plain))
 
-    masker = Masker(text)
     system, first = str(env.system_prompt(copy())), str(env.first_user_message(copy()))
     record: dict[str, Any] = {
         "seed": seed,
         "generate_ms": generate_ms,
         "fingerprint": hashlib.sha256(text.encode()).hexdigest(),
-        "masked_fingerprint": masker.fingerprint(body),
-        "truth_digest": digest(scenario.truth),
-        "masked_truth_digest": masker.fingerprint(scenario.truth),
         "observation_digest": digest([system, first]),
         "first_message": first[:MAX_TEXT],
-        "masked_observation": masker.text(system[:MAX_TEXT] + "\n" + first[:MAX_TEXT]),
     }
+    if not light:
+        masker = Masker(text)
+        record.update(
+            masked_fingerprint=masker.fingerprint(body),
+            truth_digest=digest(scenario.truth),
+            masked_truth_digest=masker.fingerprint(scenario.truth),
+            masked_observation=masker.text(system[:MAX_TEXT] + "\n" + first[:MAX_TEXT]),
+        )
     for which, solve in (("reference", env.reference_solution), ("skipping", env.capability_skipping_solution)):
         turns = [t.to_json() if isinstance(t, Turn) else t for t in solve(copy())]
         record[which] = {"turns": turns, "pattern": pattern(turns), **_summary(play(env, seed, turns, copy()))}
@@ -357,7 +392,8 @@ def survey_seed(env: TaskEnv, seed: int, parrot: bool, remember: Callable[[int, 
 
 
 def survey(
-    env: TaskEnv, seeds: list[int], parrot_seeds: int, deadline_s: float, remember: Callable[[int, str], None] | None = None
+    env: TaskEnv, seeds: list[int], parrot_seeds: int, deadline_s: float, remember: Callable[[int, str], None] | None = None,
+    light: bool = False,
 ) -> list[dict[str, Any]]:
     """:func:`survey_seed` over ``seeds``; a seed whose env code raises is reported, not fatal.
     Stops early (returning what it has) once ``deadline_s`` has passed, so a slow env ends quickly."""
@@ -367,7 +403,7 @@ def survey(
         if out and time.perf_counter() - started > deadline_s:
             break
         try:
-            out.append(survey_seed(env, seed, index < parrot_seeds, remember))
+            out.append(survey_seed(env, seed, index < parrot_seeds, remember, light))
         except Exception as exc:  # env code: one bad seed is a finding, not a crash
             out.append({"seed": seed, "error": f"{type(exc).__name__}: {exc}"[:500]})
     return out
@@ -390,7 +426,7 @@ def resident_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def memory_probe(env: TaskEnv, seed: int, turns: list[Any], scenario_of: Any, episodes: int) -> dict[str, Any]:
+def memory_probe(env: TaskEnv, seed: int, turns: list[Any], scenario_of: Callable[[int], Scenario], episodes: int) -> dict[str, Any]:
     """Play the same episode ``2 * episodes`` times under tracemalloc: the growth over the second half is
     what every further episode keeps (the first half fills caches). The transcripts come back too: the
     host tells state leaking between episodes (they change, then settle) from nondeterminism."""

@@ -14,6 +14,8 @@ from fuzz.policies import FILLER_TURN, mixture_rollout
 from fuzz.strategies import realistic_sequences
 from schemas.validation import CheckResult, Counterexample, EpisodeSummary
 
+LENGTH_CONTROLS = 6  # groups whose spread is compared with filler episodes of the same lengths
+
 
 def check_grpo_signal(ctx: CheckContext) -> CheckResult:
     """K rollouts per seed from a realistic mixture (reference, skipping, out-of-order and wrong-value
@@ -28,27 +30,26 @@ def check_grpo_signal(ctx: CheckContext) -> CheckResult:
             for row in rows for k in range(c.grpo_group_size)]
     results = ctx.play_many(plan, templates=True, where="a GRPO mixture rollout")
     groups = [results[i:i + c.grpo_group_size] for i in range(0, len(results), c.grpo_group_size)]
-    controls = []
-    for row, group in zip(rows, groups):
-        shortest, longest = min(group, key=lambda r: r.steps), max(group, key=lambda r: r.steps)
-        controls.append((row.seed, shortest, longest))
-    filler = ctx.play_many([(seed, [FILLER_TURN] * max(1, r.steps)) for seed, a, b in controls for r in (a, b)],
+    controls = []  # (shortest, longest) rollout of the first groups, to replay as filler of the same lengths
+    for group in groups[:LENGTH_CONTROLS]:
+        controls.append((min(group, key=lambda r: r.steps), max(group, key=lambda r: r.steps)))
+    filler = ctx.play_many([(row.seed, [FILLER_TURN] * max(1, r.steps)) for row, pair in zip(rows, controls) for r in pair],
                            where="a filler episode (length control)")
     informative, flat_seed, by_length, spreads = 0, None, 0, []
-    for index, ((seed, shortest, longest), group) in enumerate(zip(controls, groups)):
+    for index, (row, group) in enumerate(zip(rows, groups)):
         # Out-of-bounds rewards are reward_bounds' finding: judge the signal on what a trainer would clip to.
         rewards = [min(1.0, max(0.0, r.reward)) for r in group if math.isfinite(r.reward)]
         spread = statistics.pstdev(rewards) if len(rewards) > 1 else 0.0
         spreads.append(spread)
-        explained = (
-            shortest.reward != longest.reward
-            and filler[2 * index].reward == shortest.reward and filler[2 * index + 1].reward == longest.reward
+        explained = index < len(controls) and (
+            controls[index][0].reward != controls[index][1].reward
+            and filler[2 * index].reward == controls[index][0].reward and filler[2 * index + 1].reward == controls[index][1].reward
         )
         by_length += explained
         if spread >= c.grpo_min_spread and not explained:
             informative += 1
         elif flat_seed is None:
-            flat_seed = seed
+            flat_seed = row.seed
     everything = [r.reward for r in results if not reward_is_bad(r.reward)]
     success = sum(r >= c.solvability_min_reward for r in everything) / max(1, len(everything))
     share = informative / max(1, len(groups))
@@ -56,8 +57,8 @@ def check_grpo_signal(ctx: CheckContext) -> CheckResult:
     if share < c.grpo_min_informative_share:
         problems.append(f"only {informative}/{len(groups)} groups have a reward spread >= {c.grpo_min_spread} that is not just "
                         "episode length: make the reward graded (partial credit per sub-goal) and about what the agent did")
-    if by_length > len(groups) // 2:
-        problems.append(f"in {by_length}/{len(groups)} groups filler episodes of the same lengths score the same: the reward "
+    if controls and by_length > len(controls) // 2:
+        problems.append(f"in {by_length}/{len(controls)} groups filler episodes of the same lengths score the same: the reward "
                         "follows episode length, not behaviour")
     if success > c.grpo_max_success_share:
         problems.append(f"{success:.0%} of mixture rollouts already reach {c.solvability_min_reward} (at most "
