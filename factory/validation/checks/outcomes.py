@@ -122,7 +122,7 @@ def _leak(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[str, Counterexampl
             for found in phrases:
                 for phrase in found:
                     counts[phrase] += 1
-            for phrase, n in sorted(counts.items()):
+            for phrase, n in sorted(counts.items(), key=lambda item: (item[0].count(" "), item[0])):
                 if n < min_class or len(members) - n < min_class:
                     continue
                 if all((phrase in found) == (x == label) for found, x in zip(phrases, labels)):
