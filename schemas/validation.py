@@ -45,12 +45,12 @@ class ValidationConfig(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    solvability_seeds: int = Field(100, ge=1, le=10_000, description="seeds whose reference solution is played")
+    solvability_seeds: int = Field(128, ge=1, le=10_000, description="seeds whose reference solution is played")
     solvability_min_reward: float = Field(0.99, ge=0, le=1)
     solvability_min_share: float = Field(
         1.0, ge=0, le=1, description="share of seeds the reference must solve: an oracle that fails a seed means a broken seed"
     )
-    necessity_seeds: int = Field(100, ge=1, le=10_000)
+    necessity_seeds: int = Field(128, ge=1, le=10_000, description="seeds whose capability-skipping solution is played")
     necessity_max_reward: float = Field(0.5, ge=0, le=1)
     necessity_min_share: float = Field(0.90, ge=0, le=1)
     leak_seeds: int = Field(20, ge=0, le=10_000, description="seeds on which a first-message-only agent is played")

@@ -393,9 +393,10 @@ def survey_seed(
 
 def survey(
     env: TaskEnv, seeds: list[int], parrot_seeds: int, deadline_s: float, remember: Callable[[int, str], None] | None = None,
-    light: bool = False,
+    masked_seeds: int | None = None,
 ) -> list[dict[str, Any]]:
-    """:func:`survey_seed` over ``seeds``; a seed whose env code raises is reported, not fatal.
+    """:func:`survey_seed` over ``seeds`` (the first ``parrot_seeds`` with the first-message-only agent, the
+    first ``masked_seeds`` with masked views); a seed whose env code raises is reported, not fatal.
     Stops early (returning what it has) once ``deadline_s`` has passed, so a slow env ends quickly."""
     started = time.perf_counter()
     out = []
@@ -403,6 +404,7 @@ def survey(
         if out and time.perf_counter() - started > deadline_s:
             break
         try:
+            light = masked_seeds is not None and index >= masked_seeds
             out.append(survey_seed(env, seed, index < parrot_seeds, remember, light))
         except Exception as exc:  # env code: one bad seed is a finding, not a crash
             out.append({"seed": seed, "error": f"{type(exc).__name__}: {exc}"[:500]})

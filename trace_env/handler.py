@@ -147,7 +147,8 @@ def survey(params: dict[str, Any]) -> list[dict[str, Any]]:
     """The gate's pass over seeds (see :func:`trace_env.gate_probe.survey`); each scenario is cached too."""
     return gate_probe.survey(
         _env(), [int(s) for s in params["seeds"]], int(params.get("parrot_seeds", 0)),
-        float(params.get("deadline_s", 60.0)), remember=_remember, light=bool(params.get("light")),
+        float(params.get("deadline_s", 60.0)), remember=_remember,
+        masked_seeds=None if params.get("masked_seeds") is None else int(params["masked_seeds"]),
     )
 
 

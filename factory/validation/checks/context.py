@@ -86,8 +86,9 @@ class CheckContext:
             first = not self.surveys
             todo = [s for s in wanted if s not in self.surveys][: 4 if first else BATCH]
             # The first chunk is small and short, so an env that is slow on every seed fails fast.
-            params = {"seeds": todo, "parrot_seeds": max(0, self.config.leak_seeds - len(self.surveys)),
-                      "deadline_s": 1.0 if first else 5.0}
+            done = len(self.surveys)
+            params = {"seeds": todo, "parrot_seeds": max(0, self.config.leak_seeds - done),
+                      "masked_seeds": max(0, self.config.diversity_seeds - done), "deadline_s": 1.0 if first else 5.0}
             rows = _SURVEYS.validate_python(self.call("survey", params, self.config.rpc_timeout_s, seed=todo[0]))
             if not rows:
                 raise ValueError("the worker returned an empty survey")

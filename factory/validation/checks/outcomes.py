@@ -63,7 +63,7 @@ def check_necessity(ctx: CheckContext) -> CheckResult:
         first = next(r for r in rows if r.seed in passing)
         counterexample = Counterexample(seed=first.seed, actions=first.skipping.turns if first.skipping else [],
                                         detail=f"reward={rewards[first.seed]!r}")
-    leak, leak_example = _leak(ctx, rows)
+    leak, leak_example = _leak(ctx, [r for r in rows if r.masked_fingerprint])  # the seeds with masked views
     if leak:
         problems.append(leak)
         counterexample = counterexample or leak_example
@@ -72,7 +72,8 @@ def check_necessity(ctx: CheckContext) -> CheckResult:
         name="capability_necessity",
         passed=not problems,
         figure=f"{len(rows) - len(passing)}/{len(rows)} seeds <= {c.necessity_max_reward} (need {c.necessity_min_share:.0%}); "
-        f"first-message leaks checked on {len(rows)} seeds, first-message-only agent on {len(parrots)}",
+        f"first-message leaks checked on {sum(1 for r in rows if r.masked_fingerprint)} seeds, first-message-only agent on "
+        f"{len(parrots)}",
         message="; ".join(problems),
         counterexample=counterexample,
         seeds=len(rows), episodes=len(rows) + len(parrots), failing_seeds=passing,

@@ -51,7 +51,7 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
         raise RuntimeError("determinism needs a second worker: CheckContext(open_peer=...)")
     peer = ctx.open_peer(HASH_SEEDS[1])
     try:
-        params = {"seeds": [r.seed for r in ours], "parrot_seeds": ctx.config.leak_seeds, "deadline_s": ctx.config.rpc_timeout_s, "light": True}
+        params = {"seeds": [r.seed for r in ours], "parrot_seeds": ctx.config.leak_seeds, "deadline_s": ctx.config.rpc_timeout_s, "masked_seeds": 0}
         theirs = _SURVEYS.validate_python(ctx.call_worker(peer, "survey", params, 2 * ctx.config.rpc_timeout_s))
         by_seed = {r.seed: r for r in theirs}
         for row in ours:
