@@ -16,7 +16,7 @@ iteration order of a set of strings) differs between them, as it does between an
 
 _SURVEYS = TypeAdapter(list[SeedSurvey])
 _COMPARED = (
-    ("the scenario", lambda r: (r.error, r.fingerprint)),
+    ("the scenario", lambda r: ((r.error or "").split(":")[0], r.fingerprint)),  # an error's text may hold addresses
     ("the first observation", lambda r: r.observation_digest),
     ("the reference transcript", lambda r: r.reference and (r.reference.transcript, r.reference.reward)),
     ("the skipping transcript", lambda r: r.skipping and (r.skipping.transcript, r.skipping.reward)),
