@@ -117,7 +117,7 @@ def episode(params: dict[str, Any]) -> dict[str, Any]:
     """Play turns (or one of the two solutions) from ``reset(seed)``; reset and every step are timed.
 
     ``fresh``: generate the scenario anew instead of reading the cache. ``templates``: the turns may name
-    scenario values (see :mod:`trace_env.gate_probe`); the resolved turns come back as ``actions``.
+    scenario values (see :mod:`trace_env.scenario_values`); the resolved turns come back as ``actions``.
     """
     env = _env()
     seed = int(params["seed"])

@@ -13,6 +13,7 @@ from fuzz.policies import FILLER_TOOL, reference_mutants
 from fuzz.strategies import realistic_sequences, turn
 from tests.gate.defects import BASES, DEFECTS
 from trace_env import gate_probe
+from trace_env import scenario_values as values
 from trace_env.loader import load_env
 from trace_env.sdk import Scenario, canonical_json
 
@@ -21,7 +22,7 @@ FUZZ = settings(max_examples=40, deadline=None, database=None, derandomize=True,
 
 
 def masked(value: dict[str, Any]) -> str:
-    return gate_probe.Masker(canonical_json(value)).fingerprint(value)
+    return values.Masker(canonical_json(value)).fingerprint(value)
 
 
 def test_masking_equates_scenarios_that_differ_only_in_ids_and_names() -> None:
@@ -36,29 +37,29 @@ def test_masking_equates_scenarios_that_differ_only_in_ids_and_names() -> None:
 
 
 def test_masking_keeps_dates_amounts_and_words() -> None:
-    masker = gate_probe.Masker(canonical_json({"order_id": "#W2271620", "email": "mia.li3@example.com"}))
+    masker = values.Masker(canonical_json({"order_id": "#W2271620", "email": "mia.li3@example.com"}))
     assert masker.text("Order #W2271620 of 2024-05-15 for $324.50, mia.li3@example.com") == "Order <id> of 2024-05-15 for $324.50, <id>"
 
 
 def test_shape_groups_values_of_the_same_kind() -> None:
-    assert gate_probe.shape("4NC8I6") == gate_probe.shape("ZF6XMJ") != gate_probe.shape("#W2271620")
-    assert gate_probe.shape("mia_li_3668") == gate_probe.shape("noah_kim_1204")
-    assert gate_probe.shape(3.5) == gate_probe.shape(1750107600.0) != gate_probe.shape(3)
+    assert values.shape("4NC8I6") == values.shape("ZF6XMJ") != values.shape("#W2271620")
+    assert values.shape("mia_li_3668") == values.shape("noah_kim_1204")
+    assert values.shape(3.5) == values.shape(1750107600.0) != values.shape(3)
 
 
 def test_templates_resolve_to_scenario_values() -> None:
     scenario = DESK.generate(3)
-    pool = gate_probe.ValuePool(scenario)
+    pool = values.ValuePool(scenario)
     rid = scenario.user["reservation_id"]
     picked = {pool.pick({"$pool": i, "type": "string", "key": "reservation_id"}) for i in range(10)}
     assert picked == set(scenario.state["reservations"])
     unknown = pool.pick({"$pool": 1, "type": "string", "key": "reservation_id", "mutate": True})
-    assert unknown not in scenario.state["reservations"] and gate_probe.shape(unknown) == gate_probe.shape(rid)
+    assert unknown not in scenario.state["reservations"] and values.shape(unknown) == values.shape(rid)
     other = pool.pick({"$pool": 0, "like": rid})
     assert other != rid and other in scenario.state["reservations"]
     done = [{"content": None, "calls": [{"name": "get_reservation_details", "arguments": {"reservation_id": rid}}]}]
-    assert gate_probe.resolve_turn({"$repeat": 0}, pool, done) == done[0]
-    said = gate_probe.resolve_turn({"content": ["It is", {"$pool": 0, "type": "string", "key": "reservation_id"}], "calls": []}, pool, done)
+    assert values.resolve_turn({"$repeat": 0}, pool, done) == done[0]
+    said = values.resolve_turn({"content": ["It is", {"$pool": 0, "type": "string", "key": "reservation_id"}], "calls": []}, pool, done)
     assert said["content"].startswith("It is ") and "$pool" not in json.dumps(said)
 
 
