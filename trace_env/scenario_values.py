@@ -38,9 +38,9 @@ class Masker:
 
     Ids are tokens that look like ids (``#W2271620``, ``mia_li_3668``, ``4NC8I6``, emails); names are the
     words of values under keys such as ``name``, ``first_name``, ``user_id``. Both are found in the
-    scenario's canonical JSON text and masked with one regex over text (C speed, it matters for big
-    states). A mapping keyed by ids counts as the sorted list of its masked values, so the random order of
-    ids cannot tell seeds apart.
+    scenario's canonical JSON text with two regex passes (C speed: it matters for big states) and masked by
+    set lookups. A mapping keyed by ids counts as the sorted list of its masked values, so the random order
+    of ids cannot tell seeds apart.
     """
 
     def __init__(self, canonical_text: str) -> None:
@@ -52,33 +52,32 @@ class Masker:
             if len(word) >= 2
         }
         self.names = {token for token in set(_TOKEN.findall(canonical_text)) if token in keyed or looks_like_id(token)}
-        ordered = sorted(self.names, key=len, reverse=True)
-        self._pattern = re.compile(r"(?<![\w#@.+'-])(?:" + "|".join(map(re.escape, ordered)) + r")(?![\w@+'-]|\.\w)") if ordered else None
+        self._seen: dict[str, str] = {}
 
     def text(self, text: str) -> str:
-        return self._pattern.sub("<id>", text) if self._pattern is not None else text
+        masked = self._seen.get(text)
+        if masked is None:  # the same option values and phrases recur all over a scenario
+            masked = self._seen[text] = _TOKEN.sub(lambda m: "<id>" if m.group(0) in self.names else m.group(0), text)
+        return masked
 
-    def _ordered(self, value: Any) -> Any:
-        """The value with every id-keyed mapping turned into the list of its values, sorted as masked text
-        (parts without such a mapping are returned as they are, not copied)."""
+    def structure(self, value: Any) -> Any:
+        """The value masked: ids and names as whole strings or keys become ``<id>`` (a dict lookup), free
+        text (strings with spaces) goes through the regex, and a mapping keyed by ids becomes the sorted list
+        of its masked values."""
+        if isinstance(value, str):
+            if value in self.names:
+                return "<id>"
+            return self.text(value) if " " in value else value
         if isinstance(value, dict):
             if value and all(isinstance(k, str) and k in self.names for k in value):
-                return sorted((self._ordered(v) for v in value.values()), key=lambda v: self.text(canonical_json(v)))
-            out = None
-            for k, v in value.items():
-                if isinstance(v, (dict, list)):
-                    new = self._ordered(v)
-                    if new is not v:
-                        out = out if out is not None else dict(value)
-                        out[k] = new
-            return value if out is None else out
+                return sorted((self.structure(v) for v in value.values()), key=canonical_json)
+            return {("<id>" if k in self.names else k): self.structure(v) for k, v in value.items()}
         if isinstance(value, list):
-            items = [self._ordered(v) if isinstance(v, (dict, list)) else v for v in value]
-            return value if all(a is b for a, b in zip(items, value)) else items
+            return [self.structure(v) for v in value]
         return value
 
     def fingerprint(self, value: Any) -> str:
-        return hashlib.sha256(self.text(canonical_json(self._ordered(value))).encode()).hexdigest()[:20]
+        return hashlib.sha256(canonical_json(self.structure(value)).encode()).hexdigest()[:20]
 
 
 # --- value pools and templates -----------------------------------------------------------------
