@@ -62,7 +62,7 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
                 if key(row) != key(other):
                     detail = _explain(ctx, peer, row, what)
                     return CheckResult(
-                        name="determinism", passed=False, seeds=len(theirs), episodes=5 * len(theirs),
+                        name="determinism", passed=False, seeds=len(theirs), episodes=_episodes(theirs),
                         figure=f"{what} of seed {row.seed} differs between two workers",
                         message=f"{what} differs for the same seed in two processes (PYTHONHASHSEED {HASH_SEEDS[0]} vs "
                         f"{HASH_SEEDS[1]}): use only self.rng(seed) for randomness, never the clock, and never let content "
@@ -75,9 +75,14 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
     finally:
         peer.close()
     return CheckResult(
-        name="determinism", passed=True, seeds=len(theirs), episodes=5 * len(theirs),
+        name="determinism", passed=True, seeds=len(theirs), episodes=_episodes(theirs),
         figure=f"{len(theirs)} seeds identical in two workers (uncached scenarios, first observations, both solutions' transcripts)",
     )
+
+
+def _episodes(rows: list[SeedSurvey]) -> int:
+    """Episodes the peer worker played: both solutions, and the first-message-only agent where it ran."""
+    return sum((r.reference is not None) + (r.skipping is not None) + (r.parrot is not None) for r in rows)
 
 
 def _explain(ctx: CheckContext, peer: Any, row: SeedSurvey, what: str) -> str:
