@@ -1,35 +1,103 @@
-"""Validation configuration and reports: what the gate checked, the figure it measured, and why it failed."""
+"""Validation configuration and reports: what the gate checked, the figure it measured, and why it failed.
+
+Also the records that come back from the sandbox while the gate runs (a seed's survey, an episode's
+summary, a memory probe): env code produced them, so they are validated here before any check reads them.
+"""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
+from pydantic_core import PydanticCustomError
+
+_BOUND_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+
+
+def allowed_range(field: Any) -> str:
+    """The bounds a field declares, written as a reader would: ``0 to 1``, ``more than 0, at most 3600``."""
+    low = high = None
+    low_open = high_open = False
+    for item in field.metadata:
+        if getattr(item, "ge", None) is not None:
+            low = item.ge
+        if getattr(item, "gt", None) is not None:
+            low, low_open = item.gt, True
+        if getattr(item, "le", None) is not None:
+            high = item.le
+        if getattr(item, "lt", None) is not None:
+            high, high_open = item.lt, True
+    if low is not None and high is not None:
+        if not low_open and not high_open:
+            return f"{low} to {high}"
+        return f"{'more than' if low_open else 'at least'} {low}, {'less than' if high_open else 'at most'} {high}"
+    if low is not None:
+        return f"{'more than' if low_open else 'at least'} {low}"
+    if high is not None:
+        return f"{'less than' if high_open else 'at most'} {high}"
+    return "any value"
 
 
 class ValidationConfig(BaseModel):
-    """Thresholds of the validation gate (defaults from ARCHITECTURE.md); every one can be overridden."""
+    """Thresholds of the validation gate; every one can be overridden (``--set key=value``) within its range."""
 
-    solvability_seeds: int = Field(100, ge=1)
-    solvability_min_reward: float = 0.99
-    solvability_min_share: float = 0.98
-    necessity_seeds: int = Field(100, ge=1)
-    necessity_max_reward: float = 0.5
-    necessity_min_share: float = 0.90
-    diversity_seeds: int = Field(200, ge=2)
-    diversity_min_share: float = 0.95
-    grpo_seeds: int = Field(16, ge=1)
-    grpo_group_size: int = Field(8, ge=2)
-    grpo_min_informative_share: float = 0.5
-    fuzz_examples: int = Field(60, ge=1, description="Hypothesis examples per fuzzing check")
-    load_timeout_s: float = 5.0
-    reset_budget_ms: float = 200.0
-    step_budget_ms: float = 100.0
-    max_steps_limit: int = Field(100, ge=1, description="longest episode an env may declare")
-    memory_budget_mb: int = 512
-    rpc_timeout_s: float = 20.0
-    first_seed: int = 0
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    solvability_seeds: int = Field(128, ge=1, le=10_000, description="seeds whose reference solution is played")
+    solvability_min_reward: float = Field(0.99, ge=0, le=1)
+    solvability_min_share: float = Field(
+        1.0, ge=0, le=1, description="share of seeds the reference must solve: an oracle that fails a seed means a broken seed"
+    )
+    necessity_seeds: int = Field(128, ge=1, le=10_000, description="seeds whose capability-skipping solution is played")
+    necessity_max_reward: float = Field(0.5, ge=0, le=1)
+    necessity_min_share: float = Field(0.90, ge=0, le=1)
+    leak_seeds: int = Field(20, ge=0, le=10_000, description="seeds on which a first-message-only agent is played")
+    diversity_seeds: int = Field(100, ge=2, le=10_000)
+    diversity_min_share: float = Field(0.95, ge=0, le=1, description="distinct scenarios among the seeds")
+    diversity_min_masked: int = Field(2, ge=1, le=10_000, description="distinct scenarios once ids and names are masked")
+    diversity_min_patterns: int = Field(2, ge=1, le=10_000, description="distinct reference action patterns (tools called, per turn)")
+    determinism_seeds: int = Field(16, ge=1, le=1_000, description="seeds replayed in a second worker with another hash seed")
+    sensitivity_seeds: int = Field(8, ge=1, le=1_000, description="seeds whose reference solution is mutated")
+    sensitivity_min_drop: float = Field(0.1, gt=0, le=1, description="how far a mutant's reward must fall below the reference's")
+    sensitivity_min_share: float = Field(0.75, ge=0, le=1, description="share of seeds on which each kind of mutant must fall")
+    grpo_seeds: int = Field(16, ge=1, le=1_000)
+    grpo_group_size: int = Field(8, ge=2, le=256)
+    grpo_min_informative_share: float = Field(0.5, ge=0, le=1)
+    grpo_min_spread: float = Field(0.05, ge=0, le=1, description="reward std a group needs to count as informative")
+    grpo_max_success_share: float = Field(
+        0.75, ge=0, le=1, description="share of mixture rollouts that may already reach the solvability reward (saturation)"
+    )
+    fuzz_examples: int = Field(60, ge=1, le=10_000, description="Hypothesis examples per fuzzing check")
+    load_timeout_s: float = Field(5.0, gt=0, le=3_600)
+    reset_budget_ms: float = Field(200.0, gt=0, le=600_000, description="CPU ms of generate + reset, judged at the 95th percentile")
+    step_budget_ms: float = Field(100.0, gt=0, le=600_000, description="CPU ms of one step, judged at the 95th percentile")
+    budget_max_factor: float = Field(5.0, ge=1, le=1_000, description="no single call may take more than this times its budget")
+    max_steps_limit: int = Field(100, ge=1, le=10_000, description="longest episode an env may declare")
+    memory_budget_mb: int = Field(512, ge=16, le=1_048_576, description="worker memory, now and projected")
+    memory_projection_episodes: int = Field(
+        100_000, ge=1, le=10**9, description="episodes one worker may serve in training: growth per episode is projected this far"
+    )
+    rpc_timeout_s: float = Field(20.0, gt=0, le=3_600)
+    first_seed: int = Field(0, ge=0, le=2**31 - 1)
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _name_the_range(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        """Out-of-range values are refused with the whole allowed range, not just the bound they crossed."""
+        try:
+            return handler(value)
+        except Exception as exc:
+            errors = getattr(exc, "errors", lambda: [])()
+            kinds = {e.get("type") for e in errors}
+            if info.field_name and kinds & (_BOUND_ERRORS | {"finite_number"}):
+                problem = "is not a finite number" if "finite_number" in kinds else "is out of range"
+                raise PydanticCustomError(
+                    "out_of_range", "{value} {problem} (allowed: {allowed})",
+                    {"value": str(value), "problem": problem, "allowed": allowed_range(cls.model_fields[info.field_name])},
+                ) from None
+            raise
 
 
 class Counterexample(BaseModel):
@@ -49,6 +117,9 @@ class CheckResult(BaseModel):
     counterexample: Counterexample | None = None
     seconds: float = 0.0
     skipped: bool = False
+    seeds: int = Field(0, description="how many seeds the check used")
+    episodes: int = Field(0, description="how many episodes the check ran (its share of shared surveys included)")
+    failing_seeds: list[int] = Field(default_factory=list, description="every seed that failed, where the check is per seed")
 
 
 class ValidationReport(BaseModel):
@@ -56,7 +127,7 @@ class ValidationReport(BaseModel):
     target: str | None = None
     env_info: dict[str, Any] | None = Field(None, description="what the env declared when loaded in the sandbox: tools, max_steps, ...")
     source_sha256: str
-    backend: str
+    backend: str = Field(description="the sandbox backend the env actually ran in ('auto' resolved)")
     backend_warning: str | None = None
     passed: bool
     checks: list[CheckResult]
@@ -66,4 +137,64 @@ class ValidationReport(BaseModel):
     status: Literal["passed", "failed"] = "failed"
 
     def failures(self) -> list[CheckResult]:
-        return [c for c in self.checks if c.required and not c.passed]
+        return [c for c in self.checks if c.required and not c.passed and not c.skipped]
+
+
+# --- what the sandbox worker reports (trace_env.gate_probe) ------------------------------------------
+
+
+class _FromSandbox(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class EpisodeSummary(_FromSandbox):
+    """One episode played in the worker: its reward as the env computed it (maybe NaN), CPU timings."""
+
+    reward: float
+    steps: int = Field(ge=0)
+    ended_by: str | None = None
+    env_errors: list[dict[str, str]] = Field(default_factory=list)
+    reset_ms: float = Field(ge=0)
+    step_ms: list[float] = Field(default_factory=list)
+    transcript: str
+    actions: list[Any] | None = None
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+    @property
+    def terminated(self) -> bool:
+        return bool(self.ended_by) and (self.ended_by == "user" or self.ended_by.startswith("tool:"))
+
+
+class SolutionRun(EpisodeSummary):
+    turns: list[Any]
+    pattern: list[str]
+
+
+class SeedSurvey(_FromSandbox):
+    """One seed of the gate's survey: the uncached scenario's hashes, first message, and both solutions."""
+
+    seed: int
+    error: str | None = None
+    generate_ms: float = Field(0.0, ge=0)
+    fingerprint: str = ""
+    masked_fingerprint: str = ""
+    truth_digest: str = ""
+    masked_truth_digest: str = ""
+    observation_digest: str = ""
+    first_message: str = ""
+    masked_observation: str = Field("", description="system prompt and first user message, ids and names masked")
+    reference: SolutionRun | None = None
+    skipping: SolutionRun | None = None
+    parrot: EpisodeSummary | None = None
+
+
+class MemoryProbe(_FromSandbox):
+    rss_before_mb: float
+    rss_after_mb: float
+    episodes: int
+    growth_bytes_per_episode: float
+    transcripts: list[str]

@@ -12,9 +12,10 @@ import types
 from collections import OrderedDict
 from typing import Any
 
+from trace_env import gate_probe
 from trace_env import sdk as _sdk
 from trace_env.loader import load_env
-from trace_env.engine import EpisodeRunner, run_episode
+from trace_env.engine import EpisodeRunner
 from trace_env.sdk import Scenario, TaskEnv, Turn
 
 _state: dict[str, Any] = {}
@@ -85,9 +86,24 @@ def load(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _remember(seed: int, scenario_json: str) -> None:
+    _scenarios[seed] = scenario_json
+    _scenarios.move_to_end(seed)
+    if len(_scenarios) > _SCENARIO_CACHE_SIZE:
+        _scenarios.popitem(last=False)
+
+
 def generate(params: dict[str, Any]) -> dict[str, Any]:
+    """A real (uncached) ``generate(seed)``, timed (see gate_probe.Stopwatch); the whole scenario on request."""
+    watch = gate_probe.Stopwatch()
     scenario = _env().generate(int(params["seed"]))
-    return {"fingerprint": scenario.fingerprint(), "truth": scenario.truth, "meta": scenario.meta}
+    generate_ms = watch.ms()
+    if not isinstance(scenario, Scenario):
+        raise TypeError(f"generate() must return sdk.Scenario, got {type(scenario).__name__}")
+    out = {"fingerprint": scenario.fingerprint(), "truth": scenario.truth, "meta": scenario.meta, "generate_ms": generate_ms}
+    if params.get("with_scenario"):
+        out["scenario"] = scenario.to_dict()
+    return out
 
 
 def solution(params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -98,16 +114,49 @@ def solution(params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def episode(params: dict[str, Any]) -> dict[str, Any]:
+    """Play turns (or one of the two solutions) from ``reset(seed)``; reset and every step are timed.
+
+    ``fresh``: generate the scenario anew instead of reading the cache. ``templates``: the turns may name
+    scenario values (see :mod:`trace_env.scenario_values`); the resolved turns come back as ``actions``.
+    """
     env = _env()
     seed = int(params["seed"])
     if "policy" in params:
         turns: list[Any] = solution({"seed": seed, "which": params["policy"]})
     else:
         turns = params.get("turns", [])
-    result = run_episode(env, seed, [_action(t) for t in turns], _scenario(seed))
+    scenario = env.generate(seed) if params.get("fresh") else _scenario(seed)
+    if not isinstance(scenario, Scenario):
+        raise TypeError(f"generate() must return sdk.Scenario, got {type(scenario).__name__}")
+    if params.get("fresh"):
+        scenario = gate_probe.fresh(scenario)
+    result = gate_probe.play(env, seed, turns if params.get("templates") else [_action(t) for t in turns], scenario,
+                             templates=bool(params.get("templates")))
     if not params.get("with_messages", True):
         result.pop("messages")
     return result
+
+
+def episodes(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Several :func:`episode` calls in one round trip (the gate's mutants and policy mixtures)."""
+    shared = {"with_messages": params.get("with_messages", False)}
+    return [episode({**shared, **item}) for item in params.get("episodes", [])]
+
+
+def survey(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The gate's pass over seeds (see :func:`trace_env.gate_probe.survey`); each scenario is cached too."""
+    return gate_probe.survey(
+        _env(), [int(s) for s in params["seeds"]], int(params.get("parrot_seeds", 0)),
+        float(params.get("deadline_s", 60.0)), remember=_remember,
+        masked_seeds=None if params.get("masked_seeds") is None else int(params["masked_seeds"]),
+    )
+
+
+def memory(params: dict[str, Any]) -> dict[str, Any]:
+    """Memory kept per episode, over ``episodes`` repeats of one episode (see gate_probe.memory_probe)."""
+    seed = int(params["seed"])
+    turns = [_action(t) for t in params.get("turns", [])]
+    return gate_probe.memory_probe(_env(), seed, turns, _scenario, int(params.get("episodes", 10)))
 
 
 def reset(params: dict[str, Any]) -> dict[str, Any]:
@@ -124,4 +173,7 @@ def step(params: dict[str, Any]) -> dict[str, Any]:
     return runner.step(_action(params.get("action"))).to_dict()
 
 
-METHODS = {"load": load, "generate": generate, "solution": solution, "episode": episode, "reset": reset, "step": step}
+METHODS = {
+    "load": load, "generate": generate, "solution": solution, "episode": episode, "reset": reset, "step": step,
+    "episodes": episodes, "survey": survey, "memory": memory,
+}

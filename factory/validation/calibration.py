@@ -9,6 +9,7 @@ callable, or an OpenAI-compatible endpoint driven through ``factory.llm``.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -89,6 +90,10 @@ def run_calibration(hosted: SandboxedEnv, policy: Policy | Callable[..., Any], c
         return CheckResult(name="calibration", passed=False, required=False, figure="policy failed",
                            message=f"the policy endpoint failed: {exc}", seconds=round(time.perf_counter() - started, 3))
     rewards = [r for group in rewards_by_seed.values() for r in group]
+    if not all(math.isfinite(r) for r in rewards):  # reward_bounds reports it; calibration cannot grade on NaN
+        return CheckResult(name="calibration", passed=False, required=False, figure="non-finite rewards",
+                           message="the env returned non-finite rewards to the base policy; see reward_bounds",
+                           seconds=round(time.perf_counter() - started, 3))
     mean = statistics.fmean(rewards)
     success = sum(r >= config.success_reward for r in rewards) / len(rewards)
     informative = sum(statistics.pstdev(group) > 1e-9 for group in rewards_by_seed.values()) / len(rewards_by_seed)

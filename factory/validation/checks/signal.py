@@ -1,0 +1,115 @@
+"""Can GRPO learn from the reward, and does the reward stay in [0, 1] wherever a policy can take the env?"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from typing import Any
+
+from hypothesis import strategies as st
+
+from factory.validation.checks.context import NO_SEEDS, CheckContext, reward_is_bad
+from fuzz.policies import FILLER_TURN, mixture_rollout
+from fuzz.strategies import realistic_sequences
+from schemas.validation import CheckResult, Counterexample, EpisodeSummary
+
+LENGTH_CONTROLS = 6  # groups whose spread is compared with filler episodes of the same lengths
+
+
+def check_grpo_signal(ctx: CheckContext) -> CheckResult:
+    """K rollouts per seed from a realistic mixture (reference, skipping, out-of-order and wrong-value
+    calls, fillers). A group is informative when its rewards spread (std >= ``grpo_min_spread``) and the
+    spread is not explained by episode length alone (filler episodes of the same lengths score the same).
+    The mixture must not already succeed most of the time: a saturated reward leaves nothing to learn."""
+    c = ctx.config
+    rows = ctx.generated(min(c.grpo_seeds, len(ctx.seeds)))
+    if not rows:
+        return CheckResult(name="grpo_signal", passed=False, message=NO_SEEDS)
+    plan = [(row.seed, mixture_rollout(row.reference.turns, row.skipping.turns, random.Random(row.seed * 1000 + k)))  # type: ignore[union-attr]
+            for row in rows for k in range(c.grpo_group_size)]
+    results = ctx.play_many(plan, templates=True, where="a GRPO mixture rollout")
+    groups = [results[i:i + c.grpo_group_size] for i in range(0, len(results), c.grpo_group_size)]
+    controls = []  # (shortest, longest) rollout of the first groups, to replay as filler of the same lengths
+    for group in groups[:LENGTH_CONTROLS]:
+        controls.append((min(group, key=lambda r: r.steps), max(group, key=lambda r: r.steps)))
+    filler = ctx.play_many([(row.seed, [FILLER_TURN] * max(1, r.steps)) for row, pair in zip(rows, controls) for r in pair],
+                           where="a filler episode (length control)")
+    informative, flat_seed, by_length, spreads = 0, None, 0, []
+    for index, (row, group) in enumerate(zip(rows, groups)):
+        # Out-of-bounds rewards are reward_bounds' finding: judge the signal on what a trainer would clip to.
+        rewards = [min(1.0, max(0.0, r.reward)) for r in group if math.isfinite(r.reward)]
+        spread = statistics.pstdev(rewards) if len(rewards) > 1 else 0.0
+        spreads.append(spread)
+        explained = index < len(controls) and (
+            controls[index][0].reward != controls[index][1].reward
+            and filler[2 * index].reward == controls[index][0].reward and filler[2 * index + 1].reward == controls[index][1].reward
+        )
+        by_length += explained
+        if spread >= c.grpo_min_spread and not explained:
+            informative += 1
+        elif flat_seed is None:
+            flat_seed = row.seed
+    everything = [r.reward for r in results if not reward_is_bad(r.reward)]
+    success = sum(r >= c.solvability_min_reward for r in everything) / max(1, len(everything))
+    share = informative / max(1, len(groups))
+    problems = []
+    if share < c.grpo_min_informative_share:
+        problems.append(f"only {informative}/{len(groups)} groups have a reward spread >= {c.grpo_min_spread} that is not just "
+                        "episode length: make the reward graded (partial credit per sub-goal) and about what the agent did")
+    if controls and by_length > len(controls) // 2:
+        problems.append(f"in {by_length}/{len(controls)} groups filler episodes of the same lengths score the same: the reward "
+                        "follows episode length, not behaviour")
+    if success > c.grpo_max_success_share:
+        problems.append(f"{success:.0%} of mixture rollouts already reach {c.solvability_min_reward} (at most "
+                        f"{c.grpo_max_success_share:.0%}): the reward is saturated, GRPO has little to learn")
+    return CheckResult(
+        name="grpo_signal",
+        passed=not problems,
+        figure=f"{informative}/{len(groups)} informative groups (K={c.grpo_group_size}, std >= {c.grpo_min_spread}); "
+        f"mean std {statistics.fmean(spreads) if spreads else 0:.3f}; {success:.0%} of rollouts succeed",
+        message="; ".join(problems),
+        counterexample=None if not problems else Counterexample(
+            seed=flat_seed if flat_seed is not None else (rows[0].seed if rows else None),
+            detail="rewards of the group: " + ", ".join(f"{r.reward:.3f}" for r in (groups[0] if groups else [])),
+        ),
+        seeds=len(rows), episodes=len(results) + len(filler),
+    )
+
+
+def check_reward_bounds(ctx: CheckContext) -> CheckResult:
+    """Every reward the gate observed anywhere, plus realistic fuzzing (real ids and values, repeated
+    calls, call-only turns that keep the episode going), must be finite and in [0, 1]."""
+    before = ctx.episodes_run
+    good = [r.seed for r in ctx.generated(min(16, len(ctx.seeds)))]
+    if not good:
+        return CheckResult(name="reward_bounds", passed=False, message=NO_SEEDS)
+    seeds = st.sampled_from(good)
+    strategy = st.tuples(seeds, realistic_sequences(ctx.info["tools"]))
+    outcome: dict[str, Any] = {}
+
+    def out_of_bounds(case: tuple[int, list[Any]]) -> bool:
+        result = ctx.play(case[0], case[1], templates=True, where="realistic fuzzing")
+        if reward_is_bad(result.reward):
+            outcome["last"] = result
+        return reward_is_bad(result.reward)
+
+    bad = ctx.find(strategy, out_of_bounds)
+    fuzzed = ctx.episodes_run - before
+    low, high = ctx.reward_range()
+    figure = f"{ctx.episodes_run} episodes observed ({fuzzed} realistic fuzz), rewards in [{low:.3f}, {high:.3f}]"
+    if bad is not None:
+        replay: EpisodeSummary = ctx.play(bad[0], bad[1], templates=True, where="realistic fuzzing")
+        return CheckResult(
+            name="reward_bounds", passed=False, figure=figure, seeds=16, episodes=fuzzed,
+            message=f"reward {replay.reward!r} is outside [0, 1] or not finite",
+            counterexample=Counterexample(seed=bad[0], actions=replay.actions or bad[1], detail=f"reward={replay.reward!r}"),
+        )
+    if ctx.bad_reward is not None:
+        found = ctx.bad_reward
+        return CheckResult(
+            name="reward_bounds", passed=False, figure=figure, seeds=16, episodes=fuzzed,
+            message=f"{found.where} got {found.detail}: rewards must be finite and in [0, 1]",
+            counterexample=Counterexample(seed=found.seed, actions=found.actions, detail=found.detail),
+        )
+    return CheckResult(name="reward_bounds", passed=True, figure=figure, seeds=16, episodes=fuzzed)

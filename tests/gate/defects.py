@@ -1,0 +1,287 @@
+"""A catalogue of defective envs: each is a valid env (tests/envs/defective/desk.py or tests/envs/tiny_cancel.py)
+with ONE subtle defect of the kind a careless or reward-hacking LLM writes, and the check that must reject it.
+
+Each defect is a list of (anchor, replacement) patches on its base module, so the defect is the diff and
+nothing else. ``python -m tests.gate.defects DIR`` writes every variant out as a module, e.g. to try them
+on another gate.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENVS = Path(__file__).resolve().parents[1] / "envs"
+BASES = {"desk": ENVS / "defective" / "desk.py", "tiny": ENVS / "tiny_cancel.py"}
+
+# Busy work standing in for slow env code (env modules cannot sleep): about 0.1 s per unit on this machine.
+SPIN = "sum(i * i for i in range(1000000))"
+
+
+@dataclass(frozen=True)
+class Defect:
+    check: str  # the check that must reject it (several allowed, e.g. static OR determinism for the clock)
+    summary: str
+    patches: tuple[tuple[str, str], ...]
+    base: str = "desk"
+    config: dict[str, Any] = field(default_factory=dict)
+    needs_actions: bool = False  # the counterexample must carry actions to replay
+    also: tuple[str, ...] = ()  # other checks that may rightly reject it too
+    instead: tuple[str, ...] = ()  # checks that may reject it first (the strict static check), skipping the rest
+    counterexample: bool = True  # the failing check names a seed (not so for a declared constant like max_steps)
+
+    def source(self) -> str:
+        text = BASES[self.base].read_text()
+        for old, new in self.patches:
+            if text.count(old) != 1:
+                raise AssertionError(f"patch anchor not found exactly once: {old[:60]!r}")
+            text = text.replace(old, new)
+        return text
+
+
+GENERATE = "        rng = self.rng(seed)\n        name = rng.choice(FIRST_NAMES)\n"
+EVALUATE_RETURN = '''        return sdk.Reward(
+            components={"state": float(cancelled == allowed), "told": float(told)},
+            gates={"verified": 1.0 if verified else 0.4, "no_other_cancelled": 0.0 if others else 1.0},
+        )'''
+GET_TOOL = '''    def get_reservation_details(self, state, reservation_id):
+        if reservation_id not in state["reservations"]:
+            raise sdk.ToolError("Reservation not found")'''
+USER_REPLY_HOOK = "    @sdk.tool\n    def get_reservation_details"
+
+DEFECTS: dict[str, Defect] = {
+    # --- static and contract ---
+    "hidden_forbidden_import": Defect(
+        "static", "an import smuggled through __builtins__", base="tiny", counterexample=False,
+        patches=(("from env_registry import sdk", "from env_registry import sdk\n_load = getattr(__builtins__, '__imp' + 'ort__')"),),
+    ),
+    "schema_type_differs": Defect(
+        "schema_fidelity", "a tool schema changed from the target's (an id typed as integer)", base="tiny",
+        also=("solvability", "reward_sensitivity"),
+        patches=(("    def evaluate(self, episode):",
+                  "    def tools(self):\n        schemas = super().tools()\n"
+                  "        schemas[1]['function']['parameters']['properties']['reservation_id']['type'] = 'integer'\n"
+                  "        return schemas\n\n    def evaluate(self, episode):"),),
+    ),
+    # --- determinism -------------------------------------------------------------------------------
+    "unseeded_on_some_seeds": Defect(
+        "determinism", "generate uses an unseeded RNG on one seed in seven",
+        ((GENERATE, "        import random\n        rng = random.Random() if seed % 7 == 3 else self.rng(seed)\n        name = rng.choice(FIRST_NAMES)\n"),),
+    ),
+    "set_iteration_order": Defect(
+        "determinism", "the destination is drawn from a list made of a set of strings (order differs per process)",
+        (("            origin, destination = rng.sample(CITIES, 2)", "            origin, destination = rng.sample(list(set(CITIES)), 2)"),),
+    ),
+    "module_random_in_tool": Defect(
+        "determinism", "cancel_reservation adds a confirmation code from the module-level RNG",
+        (('        record["status"] = "cancelled"\n        return record',
+          '        import random\n        record["status"] = "cancelled"\n        return {**record, "confirmation": random.randint(100000, 999999)}'),),
+    ),
+    "string_hash": Defect(
+        "determinism", "the reservation total depends on hash() of a string",
+        (('                "total": rng.randint(90, 900),', '                "total": 90 + hash(origin + destination) % 800,'),),
+    ),
+    "wall_clock": Defect(
+        "determinism", "the scenario records the time it was generated", instead=("static",),
+        patches=((GENERATE, "        import datetime\n" + GENERATE),
+         ('            truth={"cancel": allowed, "reservation_id": target},',
+          '            truth={"cancel": allowed, "reservation_id": target, "asked_at": datetime.datetime.now().isoformat()},')),
+    ),
+    "unseeded_every_seed": Defect(
+        "determinism", "generate uses an unseeded RNG", base="tiny",
+        patches=(("rng = self.rng(seed)", "import random\n        rng = random.Random()"),),
+    ),
+    # --- diversity ---------------------------------------------------------------------------------
+    "differs_only_in_ids": Defect(
+        "diversity", "every seed is the same task apart from reservation ids and the customer's name",
+        (("        for index in range(rng.randint(2, 4)):", "        for index in range(3):"),
+         ('                "cabin": rng.choice(CABINS),', '                "cabin": CABINS[index],'),
+         ('                "insurance": rng.choice(["yes", "no"]),', '                "insurance": "no",'),
+         ("            origin, destination = rng.sample(CITIES, 2)", "            origin, destination = CITIES[index], CITIES[index + 1]"),
+         ('                "total": rng.randint(90, 900),', '                "total": 100 * (index + 1),'),
+         ("        target = rng.choice(sorted(reservations))", "        target = list(reservations)[2]"),
+         ('"opening": rng.choice(OPENINGS),', '"opening": OPENINGS[0],')),
+        also=("capability_necessity",),
+    ),
+    # --- solvability -------------------------------------------------------------------------------
+    "reference_fails_rare_branch": Defect(
+        "solvability", "on about 2% of seeds the business-class reservation has already flown, and the reference still cancels it",
+        (('        allowed = record["cabin"] == "business" or record["insurance"] == "yes"',
+          '        if rng.random() < 0.02:\n            record.update(status="flown", cabin="business")\n'
+          '        allowed = record["status"] == "active" and (record["cabin"] == "business" or record["insurance"] == "yes")'),
+         ('        if scenario.truth["cancel"]:', '        record = scenario.state["reservations"][rid]\n'
+          '        if record["cabin"] == "business" or record["insurance"] == "yes":')),
+        needs_actions=True, config={"solvability_seeds": 60},
+    ),
+    "reference_gives_up": Defect(
+        "solvability", "the reference solution refuses every request", base="tiny", needs_actions=True,
+        also=("diversity", "reward_sensitivity"),
+        patches=(('turns = [sdk.call("get_reservation_details", reservation_id=rid)]', "return [sdk.say('I cannot help with that.')]"),),
+    ),
+    # --- capability necessity ----------------------------------------------------------------------
+    "answer_in_first_message": Defect(
+        "capability_necessity", "the first message says whether the fare is refundable",
+        (('        return scenario.user["opening"]',
+          '        fare = "refundable" if scenario.truth["cancel"] else "non-refundable"\n'
+          '        return scenario.user["opening"] + f" It is my {fare} booking."'),),
+    ),
+    "skipping_does_not_skip": Defect(
+        "capability_necessity", "the 'capability-skipping' solution is the reference", base="tiny", also=("grpo_signal",),
+        patches=(('        return [sdk.call("cancel_reservation", reservation_id=rid), sdk.say("Done, cancelled.")]',
+          "        return self.reference_solution(scenario)"),),
+        needs_actions=True,
+    ),
+    # --- reward sensitivity ------------------------------------------------------------------------
+    "reward_ignores_which_reservation": Defect(
+        "reward_sensitivity", "the reward checks that some reservation was cancelled, not which one",
+        (('        cancelled = episode.state["reservations"][rid]["status"] == "cancelled"',
+          '        cancelled = any(r["status"] == "cancelled" for r in episode.state["reservations"].values())'),
+         ('        others = [r for key, r in episode.state["reservations"].items() if key != rid and r["status"] == "cancelled"]',
+          "        others = []"),
+         ('        acted = episode.first_index("cancel_reservation", reservation_id=rid)', '        acted = episode.first_index("cancel_reservation")')),
+        needs_actions=True,
+    ),
+    "reward_ignores_the_write": Defect(
+        "reward_sensitivity", "the reward grades what the agent said, not whether the reservation was cancelled",
+        (('            components={"state": float(cancelled == allowed), "told": float(told)},',
+          '            components={"told": float(told)},'),),
+        needs_actions=True,
+    ),
+    # --- reward bounds -----------------------------------------------------------------------------
+    "nan_when_cancelled_twice": Defect(
+        "reward_bounds", "an infinite penalty for a repeated cancellation times a zero weight is NaN",
+        ((EVALUATE_RETURN, '        penalty = float("inf") if len(episode.calls("cancel_reservation", ok=None)) > 1 else 0.0\n'
+          "        reward = " + EVALUATE_RETURN.strip().removeprefix("return ") + "\n        return reward.total - 0.0 * penalty"),),
+        needs_actions=True,
+    ),
+    "negative_when_cancelled_twice": Defect(
+        "reward_bounds", "each cancellation after the first costs 0.6, below zero",
+        ((EVALUATE_RETURN, "        reward = " + EVALUATE_RETURN.strip().removeprefix("return ") + "\n"
+          '        return reward.total - 0.6 * max(0, len(episode.calls("cancel_reservation", ok=None)) - 1)'),),
+        needs_actions=True,
+    ),
+    "bonus_above_one": Defect(
+        "reward_bounds", "a raw bonus of 2.0", base="tiny", also=("solvability", "capability_necessity"),
+        patches=(("        return sdk.Reward(\n", "        return 2.0 if cancelled else 0.0\n        sdk.Reward(\n"),),
+        needs_actions=True,
+    ),
+    # --- GRPO signal -------------------------------------------------------------------------------
+    "binary_mostly_one": Defect(
+        "grpo_signal", "1.0 unless the agent announces a cancellation without ever looking the reservation up (80% of "
+        "mixture rollouts score 1; an agent that does nothing scores 1 too)",
+        ((EVALUATE_RETURN, "        return 0.0 if episode.said('cancelled') and looked is None else 1.0"),),
+        also=("reward_sensitivity", "capability_necessity"), config={"grpo_seeds": 16},
+    ),
+    "reward_is_episode_length": Defect(
+        "grpo_signal", "the reward grows with the number of steps", also=("reward_sensitivity",),
+        patches=((EVALUATE_RETURN, "        return min(1.0, episode.steps / 4)"),
+         ('        turns = [sdk.say("Which reservation would you like to cancel?"), sdk.call("get_reservation_details", reservation_id=rid)]',
+          '        turns = [sdk.say("Which reservation would you like to cancel?"), sdk.call("get_reservation_details", reservation_id=rid),\n'
+          '                 sdk.call("get_reservation_details", reservation_id=rid)]'),
+         ('        return [sdk.say("Which reservation would you like to cancel?"), sdk.call("cancel_reservation", reservation_id=rid),\n'
+          '                sdk.say(f"Reservation {rid} is cancelled.")]',
+          '        return [sdk.call("cancel_reservation", reservation_id=rid), sdk.say(f"Reservation {rid} is cancelled.")]')),
+    ),
+    "constant_reward": Defect(
+        "grpo_signal", "a constant reward", base="tiny", also=("reward_sensitivity", "capability_necessity"),
+        patches=(("return sdk.Reward(\n", "return sdk.Reward(components={'flat': 1.0})\n        sdk.Reward(\n"),),
+    ),
+    # --- robustness --------------------------------------------------------------------------------
+    "user_never_ends": Defect(
+        "robustness", "the simulated user always asks for something more, so episodes end only by truncation",
+        ((USER_REPLY_HOOK, "    def user_reply(self, episode, agent_text):\n        reply = super().user_reply(episode, agent_text)\n"
+          "        return sdk.UserReply(reply.text if not reply.done else \"Anything else you can do for me?\")\n\n" + USER_REPLY_HOOK),),
+        needs_actions=True,
+    ),
+    "state_grows_every_call": Defect(
+        "robustness", "every tool call appends a snapshot to a class-level audit log that is never cleared",
+        (('class Desk(sdk.TaskEnv):\n', 'class Desk(sdk.TaskEnv):\n    audit = []\n'),
+         (GET_TOOL, GET_TOOL + '\n        self.audit.append({"state": dict(state), "note": "lookup " * 1000})')),
+    ),
+    "state_leaks_between_episodes": Defect(
+        "robustness", "cancellations are remembered in a class attribute, so a later episode sees them",
+        (('class Desk(sdk.TaskEnv):\n', 'class Desk(sdk.TaskEnv):\n    cancelled_before = {}\n'),
+         (GET_TOOL, GET_TOOL + '\n        if reservation_id in self.cancelled_before:\n'
+          '            return {**state["reservations"][reservation_id], "status": "cancelled"}'),
+         ('        record["status"] = "cancelled"\n', '        record["status"] = "cancelled"\n        self.cancelled_before[reservation_id] = True\n')),
+        also=("solvability", "reward_sensitivity", "grpo_signal"),
+    ),
+    "crash_on_malformed_input": Defect(
+        "robustness", "looking up a reservation that does not exist raises KeyError", base="tiny", needs_actions=True,
+        patches=(('        if reservation_id not in state["reservations"]:\n            raise sdk.ToolError("Reservation not found")\n'
+                  '        return state["reservations"][reservation_id]\n', '        return state["reservations"][reservation_id]\n'),),
+    ),
+    "crash_on_unknown_id": Defect(
+        "robustness", "looking up an unknown reservation raises KeyError", needs_actions=True,
+        patches=((GET_TOOL, '    def get_reservation_details(self, state, reservation_id):'),),
+    ),
+    "endless_episode": Defect("robustness", "max_steps far beyond the limit", base="tiny", counterexample=False,
+                              patches=(("max_steps = 6", "max_steps = 10**6"),)),
+    "generate_raises_on_some_seeds": Defect(
+        "robustness", "generate raises on one seed in thirteen", also=("solvability", "interface"),
+        patches=((GENERATE, GENERATE + "        if seed % 13 == 6:\n            raise ValueError('no flights on that day')\n"),),
+    ),
+    # --- budget ------------------------------------------------------------------------------------
+    "generate_slow_on_some_seeds": Defect(
+        "budget", "generate spins for about 0.4 s on one seed in eight",
+        ((GENERATE, GENERATE + f"        if seed % 8 == 5:\n            [{SPIN} for _ in range(4)]\n"),),
+    ),
+    "generate_slow_on_every_seed": Defect(
+        "budget", "generate spins for about 0.5 s on every seed: the gate must stop early",
+        ((GENERATE, GENERATE + f"        [{SPIN} for _ in range(5)]\n"),),
+    ),
+    "tool_slow_on_unknown_ids": Defect(
+        "budget", "looking up a well-formed but unknown id scans for about 1 s", needs_actions=True,
+        patches=((GET_TOOL, '    def get_reservation_details(self, state, reservation_id):\n'
+          '        if reservation_id not in state["reservations"]:\n'
+          f'            if len(reservation_id) == 6 and reservation_id.isupper():\n                [{SPIN} for _ in range(10)]\n'
+          '            raise sdk.ToolError("Reservation not found")'),),
+    ),
+}
+
+# Envs that break the gate's own assumptions: it must still return a report (and say why), never raise.
+HOSTILE: dict[str, tuple[tuple[str, str], ...]] = {
+    "every_method_raises": tuple(
+        (f"    def {method}(self, {args}):\n", f"    def {method}(self, {args}):\n        raise RuntimeError('nope')\n")
+        for method, args in [("generate", "seed"), ("system_prompt", "scenario"), ("first_user_message", "scenario"),
+                             ("evaluate", "episode"), ("reference_solution", "scenario"), ("capability_skipping_solution", "scenario")]
+    ),
+    "returns_nan": (
+        ("    def evaluate(self, episode):\n", "    def evaluate(self, episode):\n        return float('nan')\n"),
+        ("    def system_prompt(self, scenario):\n", "    def system_prompt(self, scenario):\n        return float('nan')\n"),
+        ('        return state["reservations"][reservation_id]\n', "        return float('nan')\n"),
+    ),
+    "returns_wrong_types": (
+        ("    def generate(self, seed):\n", "    def generate(self, seed):\n        return {'seed': seed}\n"),
+        ("    def reference_solution(self, scenario):\n", "    def reference_solution(self, scenario):\n        return 'cancel it'\n"),
+        ("    def evaluate(self, episode):\n", "    def evaluate(self, episode):\n        return 'high'\n"),
+    ),
+    "solutions_of_wrong_type": (
+        ("    def reference_solution(self, scenario):\n", "    def reference_solution(self, scenario):\n        return [42, None, {'calls': 'x'}]\n"),
+        ("    def capability_skipping_solution(self, scenario):\n", "    def capability_skipping_solution(self, scenario):\n        return 7\n"),
+    ),
+    "generate_hangs": (("        rng = self.rng(seed)\n        name", "        while True:\n            pass\n        rng = self.rng(seed)\n        name"),),
+    "tool_hangs": ((GET_TOOL, '    def get_reservation_details(self, state, reservation_id):\n        while True:\n            pass'),),
+    "import_hangs": (("CABINS = [", "while True:\n    pass\nCABINS = ["),),
+}
+
+
+def hostile_source(name: str) -> str:
+    text = BASES["desk"].read_text()
+    for old, new in HOSTILE[name]:
+        if text.count(old) != 1:
+            raise AssertionError(f"{name}: patch anchor not found exactly once: {old[:60]!r}")
+        text = text.replace(old, new)
+    return text
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "defective-envs")
+    out.mkdir(parents=True, exist_ok=True)
+    for key, defect in DEFECTS.items():
+        (out / f"{key}.py").write_text(f'"""Defect ({defect.check}): {defect.summary}."""\n\n' + defect.source())
+    for key in HOSTILE:
+        (out / f"hostile_{key}.py").write_text(hostile_source(key))
+    print(f"wrote {len(DEFECTS) + len(HOSTILE)} envs to {out}")

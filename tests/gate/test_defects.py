@@ -1,0 +1,95 @@
+"""Every defective env of the catalogue is rejected by the right check, with a counterexample; the base env,
+the tiny fixture env and hostile envs behave. Runs the real gate in a real sandbox (bwrap, else docker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from factory.validation.gate import CHECK_NAMES, validate_source
+from sandbox import available_backends
+from schemas.validation import ValidationConfig
+from tests.gate.defects import BASES, DEFECTS, HOSTILE, hostile_source
+
+SANDBOXED = [name for name in ("bwrap", "docker") if available_backends().get(name) is None]
+pytestmark = pytest.mark.skipif(not SANDBOXED, reason=f"no sandbox backend available: {available_backends()}")
+BACKEND = SANDBOXED[0] if SANDBOXED else "bwrap"
+
+# Fewer seeds and examples than the defaults, so the catalogue runs in minutes; a defect that needs more
+# (a 2% branch) says so in its own config.
+FAST = dict(solvability_seeds=40, necessity_seeds=40, diversity_seeds=40, determinism_seeds=8, fuzz_examples=30,
+            grpo_seeds=8, leak_seeds=20)
+
+
+def test_base_env_passes() -> None:
+    report = validate_source(BASES["desk"].read_text(), config=ValidationConfig(**FAST), backend=BACKEND)
+    assert report.passed, [(c.name, c.figure, c.message) for c in report.failures()]
+    assert [c.name for c in report.checks] == CHECK_NAMES
+    assert all(c.seeds > 0 for c in report.checks if c.name not in ("static",)), [(c.name, c.seeds) for c in report.checks]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(DEFECTS))
+def test_defect_is_rejected_by_the_right_check(name: str) -> None:
+    defect = DEFECTS[name]
+    report = validate_source(defect.source(), config=ValidationConfig(**{**FAST, **defect.config}), backend=BACKEND)
+    assert not report.passed and report.status == "failed"
+    failed = {c.name: c for c in report.failures()}
+    caught_by = defect.check if defect.check in failed else next((c for c in defect.instead if c in failed), None)
+    assert caught_by is not None, f"{name}: expected {defect.check} to fail, failures were {sorted(failed)}"
+    wrong = set(failed) - {defect.check, *defect.also, *defect.instead}
+    assert not wrong, f"{name}: also rejected by {sorted(wrong)}: " + "; ".join(failed[w].message for w in sorted(wrong))
+    check = failed[caught_by]
+    assert check.message
+    if caught_by == defect.check and defect.counterexample:
+        assert check.counterexample is not None and check.counterexample.seed is not None, check
+        if defect.needs_actions:
+            assert check.counterexample.actions, f"{name}: counterexample has no actions"
+
+
+def test_solvability_lists_every_failing_seed() -> None:
+    defect = DEFECTS["generate_raises_on_some_seeds"]
+    report = validate_source(defect.source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    check = next(c for c in report.checks if c.name == "solvability")
+    assert check.failing_seeds == [6, 19, 32]
+    assert "6, 19, 32" in check.message
+
+
+def test_fuzzed_counterexample_is_shrunk() -> None:
+    """Hypothesis shrinks the crash on malformed input to a single call."""
+    report = validate_source(DEFECTS["crash_on_malformed_input"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    check = next(c for c in report.checks if c.name == "robustness")
+    assert len(check.counterexample.actions) == 1
+    assert "KeyError" in check.counterexample.detail
+
+
+def test_budget_failure_ends_the_gate_early() -> None:
+    report = validate_source(DEFECTS["generate_slow_on_every_seed"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    budget = next(c for c in report.checks if c.name == "budget")
+    assert not budget.passed and not budget.skipped and "generate" in budget.message
+    others = [c for c in report.checks if c.name not in ("static", "budget")]
+    assert others and all(c.skipped and not c.passed for c in others), [(c.name, c.skipped) for c in others]
+    assert report.failures() == [budget]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_gate_never_raises_for_a_hostile_env(name: str) -> None:
+    config = ValidationConfig(**FAST, rpc_timeout_s=3, load_timeout_s=2)
+    report = validate_source(hostile_source(name), config=config, backend=BACKEND)
+    assert not report.passed
+    assert [c.name for c in report.checks] == CHECK_NAMES
+    failures = report.failures()
+    assert failures and all(c.message for c in failures)
+    if name.endswith("hangs"):  # a hang is a budget verdict (or, at import, a load failure); the rest is skipped
+        assert {c.name for c in failures} == ({"interface"} if name == "import_hangs" else {"budget"})
+        assert all(c.skipped for c in report.checks if c.name not in ("static", "interface", "budget"))
+
+
+def test_env_that_fails_to_load_skips_the_rest_and_names_the_backend() -> None:
+    report = validate_source(hostile_source("import_hangs"), config=ValidationConfig(load_timeout_s=2), backend="auto")
+    assert report.backend in ("bwrap", "docker")
+    interface = next(c for c in report.checks if c.name == "interface")
+    assert not interface.passed and not interface.skipped and "load" in interface.message
+    rest = [c for c in report.checks if c.name not in ("static", "interface")]
+    assert all(c.skipped and c.message.startswith("not run") for c in rest)
+    assert report.failures() == [interface]
