@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from factory.cli import app
+from factory.validation.gate import CHECK_NAMES
 
 runner = CliRunner()
 
@@ -32,7 +33,7 @@ def test_build_validates_then_registers_with_report(registry_root: Path) -> None
     assert data["gym_id"] == "trace/permission_error_recovery-v0" and data["new_version"] is False
     assert data["validation"] == "passed" and data["sandbox"] == "bwrap"
     stored = json.loads((registry_root / "permission_error_recovery" / "v0" / "report.json").read_text())
-    assert stored["passed"] is True and len(stored["checks"]) == 11
+    assert stored["passed"] is True and [c["name"] for c in stored["checks"]] == CHECK_NAMES
 
 
 def test_envs_list_show_remove(registry_root: Path) -> None:
@@ -57,7 +58,7 @@ def test_envs_list_show_remove(registry_root: Path) -> None:
         (["envs", "show", "nothing_here"], "no env capability 'nothing_here'"),
         (["build", "-c", "precondition_verification", "--sandbox", "vm"], "--sandbox 'vm' is not a backend"),
         (["build", "-c", "precondition_verification", "--set", "seeds"], "expected KEY=VALUE"),
-        (["build", "-c", "precondition_verification", "--set", "grpo_seeds=-1"], "--set grpo_seeds=-1: Input should be greater"),
+        (["build", "-c", "precondition_verification", "--set", "grpo_seeds=-1"], "--set grpo_seeds=-1: -1 is out of range (allowed: 1 to 1000)"),
         (["validate", "missing_file.py"], "cannot read env file missing_file.py"),
     ],
 )

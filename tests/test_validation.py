@@ -26,3 +26,11 @@ def test_tiny_env_passes_the_gate(tiny_source: str) -> None:
     by_name = {c.name: c for c in report.checks}
     assert by_name["solvability"].seeds == 40 and by_name["determinism"].seeds == FAST.determinism_seeds
     assert by_name["grpo_signal"].episodes >= FAST.grpo_seeds * FAST.grpo_group_size
+
+
+def test_syntax_error_is_reported_as_one_and_nothing_else_runs() -> None:
+    report = validate_source("from trace_env import sdk\n\ndef broken(:\n    pass\n", backend=BACKEND)
+    static = report.checks[0]
+    assert not report.passed and static.name == "static" and not static.passed
+    assert static.figure == "syntax error at line 3" and "forbidden" not in static.figure
+    assert all(c.skipped for c in report.checks[1:]) and report.failures() == [static]

@@ -134,8 +134,11 @@ def gate_config(overrides: list[str] | None) -> ValidationConfig:
     except ValidationError as exc:
         first = exc.errors()[0]
         key = str(first["loc"][0]) if first["loc"] else "?"
+        message = str(first["msg"]).removeprefix("Value error, ")
         bounds = allowed_range(ValidationConfig, key) if key in ValidationConfig.model_fields else None
-        fail(f"--set {key}={values.get(key, '')}: {first['msg']}" + (f" (allowed: {bounds})" if bounds else ""))
+        if bounds and "allowed" not in message:  # the model's own message may already state the range
+            message += f" (allowed: {bounds})"
+        fail(f"--set {key}={values.get(key, '')}: {message}")
         raise
 
 

@@ -15,6 +15,7 @@ from env_registry.hosted import HANDLER, SandboxedEnv
 from factory.validation.calibration import CalibrationConfig, Policy, run_calibration
 from factory.validation.checks import HASH_SEEDS, SANDBOX_CHECKS, WORKER_FAILURES, BudgetExceeded, CheckContext
 from factory.validation.static import check_source
+from factory.validation.static import summary as static_summary
 from sandbox import AUTO_ORDER, SandboxLimits, available_backends
 from schemas.validation import CheckResult, Counterexample, ValidationConfig, ValidationReport
 
@@ -65,15 +66,8 @@ def validate_source(
     began = time.perf_counter()
     notify("static", None)
     findings = check_source(source)
-    record(
-        CheckResult(
-            name="static",
-            passed=not findings,
-            figure=f"{len(findings)} forbidden constructs",
-            message="; ".join(f"line {f.line}: {f.message}" for f in findings[:5]),
-        ),
-        began,
-    )
+    figure, message = static_summary(findings)
+    record(CheckResult(name="static", passed=not findings, figure=figure, message=message), began)
     backend_name, warning = resolve_backend(backend), None
     capability = target = None
     env_info = None

@@ -54,8 +54,8 @@ def test_a_current_capabilities_report_is_read(tmp_path: Path, factory_main) -> 
         (["validate", "x.py", "--calibrate-k", "1"], "(allowed: 2 <= value <= 256)"),
         (["envs", "show", "x", "--version", "-1"], "(allowed: 0 <= value)"),
         (["envs", "remove", "x", "--version", "-1"], "(allowed: 0 <= value)"),
-        (["build", "-c", "x", "--set", "grpo_seeds=0"], "(allowed: 1 <= int)"),
-        (["build", "-c", "x", "--set", "grpo_group_size=1"], "(allowed: 2 <= int)"),
+        (["build", "-c", "x", "--set", "grpo_seeds=0"], "(allowed: 1 to 1000)"),
+        (["build", "-c", "x", "--set", "grpo_group_size=1"], "(allowed: 2 to 256)"),
         (["build", "-c", "x", "--set", "grpo_seeds=many"], "--set grpo_seeds=many: Input should be a valid integer"),
     ],
 )
