@@ -79,19 +79,30 @@ GATE_RULES = """\
 - static: only the allowed imports and constructs above.
 - schema fidelity: tool schemas come from the target profile unchanged (do not override `tools()`); every
   call in your reference solution must validate against its schema.
-- determinism: the same seed and actions give the same scenario and transcript.
-- diversity: over {diversity_seeds} seeds at least {diversity_share:.0%} distinct scenarios, and the ground truth
-  varies: vary records, ids (in the target's formats), names, amounts, dates, distractor records, their order,
-  which rule decides, and the phrasing of the request.
-- reward bounds: the reward is finite and in [0, 1] for ANY action sequence, garbage included.
-- solvability: the reference solution scores >= {solve_reward} on >= {solve_share:.0%} of seeds.
+- determinism: the same seed and actions give the same scenario and transcript, also in a second worker whose
+  string hashing differs: never let content depend on set order or `hash()` (use lists, `sorted(...)`), and
+  keep no state on the class or module between episodes.
+- diversity: over {diversity_seeds} seeds at least {diversity_share:.0%} distinct scenarios, still at least
+  {masked} distinct once ids and names are masked, at least {patterns} distinct reference action patterns, and
+  the ground truth varies: vary records, ids (in the target's formats), names, amounts, dates, distractor
+  records, their order, which rule decides, and the phrasing of the request.
+- solvability: the reference solution scores >= {solve_reward} on {solve_share:.0%} of seeds: every seed's task
+  must be solvable and graded right.
 - capability necessity: the capability-skipping solution scores <= {skip_reward} on >= {skip_share:.0%} of seeds.
-- GRPO signal: mixtures of the reference, skipping and random policies must get DIFFERENT rewards within a
-  group of {group} rollouts on >= {grpo_share:.0%} of seeds. So the reward must be graded: several named
-  components with partial credit (e.g. state_match, verified_before_acting, communicated_answer), not 0/1.
-- robustness: malformed or wrong calls must never crash your code (tools raise only sdk.ToolError), and
-  episodes end within max_steps.
-- budget: reset and step run in milliseconds.
+  The first user message must not give the answer away: an agent that only repeats it, or does nothing, must
+  fail, and no phrase of it may predict what the reference does.
+- reward sensitivity: dropping a write call of the reference, corrupting a key argument of one, or replacing
+  every turn with a useless call must each lower the reward by >= {drop} on >= {sens_share:.0%} of seeds.
+- GRPO signal: mixtures of the reference, skipping and random policies must get DIFFERENT rewards (std >=
+  {spread}) within a group of {group} rollouts on >= {grpo_share:.0%} of seeds, for reasons other than episode
+  length, and at most {max_success:.0%} of such rollouts may already score full marks. So the reward must be
+  graded: several named components with partial credit (e.g. state_match, verified_before_acting,
+  communicated_answer), not 0/1.
+- robustness: malformed or wrong calls (unknown ids too) must never crash your code (tools raise only
+  sdk.ToolError); reference episodes must END (the simulated user closes the conversation, or a terminal tool
+  is called), never by running out of steps; memory must not grow from episode to episode.
+- reward bounds: the reward is finite and in [0, 1] for ANY action sequence, garbage and repeated calls included.
+- budget: generate + reset within {reset_ms:.0f} ms and a step within {step_ms:.0f} ms of CPU (95th percentile).
 
 Reward design for GRPO: grade progress (partial credit per sub-goal), compute it from the final state and the
 transcript (never trust the agent's claims alone), check that required information was communicated, and use
@@ -200,6 +211,14 @@ def generation_prompt(capability: Capability, profile: TargetProfile, config: Va
                 skip_share=config.necessity_min_share,
                 group=config.grpo_group_size,
                 grpo_share=config.grpo_min_informative_share,
+                masked=config.diversity_min_masked,
+                patterns=config.diversity_min_patterns,
+                drop=config.sensitivity_min_drop,
+                sens_share=config.sensitivity_min_share,
+                spread=config.grpo_min_spread,
+                max_success=config.grpo_max_success_share,
+                reset_ms=config.reset_budget_ms,
+                step_ms=config.step_budget_ms,
             ),
             "## The world kits you can import (generated from the kits; use them instead of re-writing the world)\n"
             + kit_reference(profile.id),

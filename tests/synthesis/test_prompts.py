@@ -47,3 +47,13 @@ def test_tool_mixins_list_every_target_tool_they_implement() -> None:
 
     line = next(row for row in reference.splitlines() if row.startswith("- class `AirlineTools`"))
     assert all(tool in line for tool in tau2_airline.TOOL_NAMES)
+
+
+def test_prompt_states_every_check_of_the_gate() -> None:
+    """The model is told every check its env must pass; a new check the prompt does not name fails here."""
+    from factory.validation.gate import CHECK_NAMES
+
+    prompt = generation_prompt(Capability(name="refund_rule", description="x"), load_target("tau2-airline"), ValidationConfig())
+    gate = prompt[prompt.index("## The validation gate"):]
+    missing = [name for name in CHECK_NAMES if name != "interface" and f"- {name.replace('_', ' ')}:" not in gate.lower()]
+    assert missing == [], missing
