@@ -10,6 +10,11 @@ the usual 0.02: at 0.02 the logits are nearly uniform and LoRA-only training bar
     model = AutoModelForCausalLM.from_pretrained(path)
 
 ``python -m trainer.tiny_model OUT_DIR`` writes one to a folder.
+
+LoRA-only training has a ceiling on such a model: the embeddings are tied and frozen, so the largest
+logit is about ``initializer_range * hidden_size`` (6.4 at 64 dims) against a log-sum-exp over the other
+2k tokens of about 8 - no token can ever get more than ~20% probability. ``LORA_TRAINABLE`` (128 dims,
+ceiling ~99%) is the spec for tests that must teach the model an exact tool call.
 """
 
 from __future__ import annotations
@@ -75,6 +80,10 @@ class TinySpec:
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+LORA_TRAINABLE = TinySpec(hidden_size=128, intermediate_size=384)
+"""Wide enough that LoRA alone can make a token near-certain (see the module docs)."""
 
 
 def _corpus() -> list[str]:
