@@ -108,7 +108,7 @@ class TrainConfig(_Section):
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
     sandbox: str | None = Field(None, description="sandbox backend for env code (default: $TRACE_FACTORY_SANDBOX or auto)")
-    output_dir: str = "runs/train"
+    output_dir: str | None = Field(None, description="run folder (default: runs/<capability>)")
     save_every: int = Field(5, ge=1, description="checkpoint every N iterations (and at the end)")
     keep_checkpoints: int = Field(2, ge=1)
     trackers: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)

@@ -37,6 +37,8 @@ class EnvReply(BaseModel):
     ended_by: str | None = None
     scenario_hash: str | None = None
     max_steps: int | None = None
+    capability: str | None = None
+    target: str | None = None
 
     @field_validator("reward")
     @classmethod

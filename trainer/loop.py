@@ -58,7 +58,7 @@ def make_accelerator(config: TrainConfig) -> Any:
                 __import__(module if name != "tensorboard" else "torch.utils.tensorboard")
             except ImportError:
                 raise TrainError(f"tracker {name!r} needs the {module} package: pip install {module}") from None
-    return Accelerator(log_with=trackers or None, project_dir=config.output_dir, cpu=not torch.cuda.is_available())
+    return Accelerator(log_with=trackers or None, project_dir=config.output_dir or "runs", cpu=not torch.cuda.is_available())
 
 
 def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -80,7 +80,7 @@ class GRPORun:
     ) -> None:
         self.env_id = env_id
         self.config = config
-        self.out = Path(config.output_dir)
+        self.out = Path(config.output_dir or Path("runs") / env_id.removeprefix("trace/").rsplit("-v", 1)[0])
         self.accelerator = accelerator or make_accelerator(config)
         self.on_iteration = on_iteration or (lambda row: None)
         self.start = 0
@@ -92,7 +92,7 @@ class GRPORun:
         if c.threads:
             torch.set_num_threads(c.threads)
         found = ckpt.latest(self.out) if resume else None
-        if not resume and acc.is_main_process and (ckpt.latest(self.out) or (self.out / "metrics.jsonl").exists()):
+        if not resume and (ckpt.latest(self.out) or (self.out / "metrics.jsonl").exists()):
             raise TrainError(f"{self.out} already holds a run; pass --resume to continue it or choose another --output")
         base, tokenizer = load_base(c)
         self.policy = attach_adapter(base, c.lora, found / "adapter" if found else None, seed=c.seed)

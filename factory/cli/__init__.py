@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from factory.cli import analyze, build, envs, validate
+from factory.cli import analyze, build, envs, train, validate
 from factory.cli.common import errors, safe
 
 app = typer.Typer(
@@ -23,6 +23,7 @@ app = typer.Typer(
 app.command("analyze")(analyze.analyze_command)
 app.command("build")(build.build)
 app.command("validate")(validate.validate)
+app.command("train")(train.train)
 app.add_typer(envs.app, name="envs")
 
 
