@@ -29,12 +29,29 @@ class ChatFormat:
         self.eos_text: str = tokenizer.convert_ids_to_tokens(self.eos_id)
         pad = tokenizer.pad_token_id
         self.pad_id: int = int(pad if pad is not None else eos)
+        self.renders_tools, self.renders_calls = self._probe()
+
+    def _probe(self) -> tuple[bool, bool]:
+        """Does the template render tool schemas and assistant tool calls? Many instruct models' templates
+        (SmolLM2's, for one) render neither; then both are written into the text in the Hermes format."""
+        tool = {"type": "function", "function": {"name": "probe_tool_x", "description": "", "parameters": {"type": "object", "properties": {}}}}
+        call = {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "probe_call_y", "arguments": {}}}]}
+        user = [{"role": "user", "content": "hi"}]
+        try:
+            with_tools = self.tokenizer.apply_chat_template(user, tools=[tool], tokenize=False)
+            with_call = self.tokenizer.apply_chat_template(user + [call], tokenize=False)
+        except Exception:  # a template that rejects the probe renders neither
+            return False, False
+        return "probe_tool_x" in with_tools, "probe_call_y" in with_call
 
     # --- text -----------------------------------------------------------------------------------
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, generation_prompt: bool) -> str:
+        prepared = [_template_message(m, inline_calls=not self.renders_calls) for m in messages]
+        if tools and not self.renders_tools:
+            prepared = _with_tool_instructions(prepared, tools)
         try:
             return self.tokenizer.apply_chat_template(
-                [_template_message(m) for m in messages], tools=tools or None, tokenize=False,
+                prepared, tools=(tools or None) if self.renders_tools else None, tokenize=False,
                 add_generation_prompt=generation_prompt,
             )
         except Exception as exc:  # jinja errors: the template cannot render this conversation
@@ -110,11 +127,34 @@ class ChatFormat:
         return ids, mask, prompt_len
 
 
-def _template_message(message: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI messages as chat templates expect them: tool-call arguments as objects, content never None."""
+def _with_tool_instructions(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For templates without tool support: the tools and the Hermes call syntax in the system message."""
+    from factory.validation.calibration import TOOL_INSTRUCTIONS
+
+    text = TOOL_INSTRUCTIONS + json.dumps(tools, ensure_ascii=False)
+    if messages and messages[0].get("role") == "system":
+        return [{**messages[0], "content": (messages[0].get("content") or "") + text}] + messages[1:]
+    return [{"role": "system", "content": text.lstrip()}] + messages
+
+
+def _template_message(message: dict[str, Any], inline_calls: bool = False) -> dict[str, Any]:
+    """OpenAI messages as chat templates expect them: tool-call arguments as objects, content never None;
+    with ``inline_calls`` (templates that drop tool calls) the calls are written into the content."""
     out = dict(message)
     if out.get("content") is None:
         out["content"] = ""
+    if inline_calls and out.get("tool_calls"):
+        parts = [out["content"]] if out["content"] else []
+        for call in out.pop("tool_calls"):
+            function = call.get("function", {})
+            arguments = function.get("arguments")
+            try:
+                arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+            except ValueError:
+                pass
+            parts.append("<tool_call>" + json.dumps({"name": function.get("name"), "arguments": arguments}) + "</tool_call>")
+        out["content"] = "\n".join(parts)
+        return out
     calls = []
     for call in out.get("tool_calls") or []:
         function = dict(call.get("function", {}))

@@ -260,6 +260,7 @@ class GRPORun:
         try:
             self.setup(resume)
             self.warm_start()
+            self.engine.sync(self.policy, self.start)  # a separate engine (vLLM) samples from the adapter as it is now
             end = self.config.grpo.iterations if iterations is None else min(self.config.grpo.iterations, self.start + iterations)
             for i in range(self.start, end):
                 self._record(self.iteration(i))
