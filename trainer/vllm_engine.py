@@ -22,7 +22,7 @@ class VLLMEngine:
         try:
             from vllm import LLM, SamplingParams
         except ImportError:
-            raise TrainError("rollout.engine = 'vllm' needs vLLM (a GPU machine): pip install 'trace-factory[vllm]'") from None
+            raise TrainError("rollout.engine = 'vllm' needs vLLM on a GPU machine: pip install vllm (not pinned; this path is untested here)") from None
         import torch
 
         if not torch.cuda.is_available():

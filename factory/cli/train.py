@@ -181,11 +181,12 @@ def _collect(env_ids: list[str], settings: Any, base_url: str, path: Path, as_js
                     records = collect_with_endpoint(pool, client, seeds, g.group_size, settings.rollout)
                 for record in records:
                     handle.write(record.model_dump_json() + "\n")
+                valid = [r for r in records if "infrastructure_error" not in r.metadata]  # not the agent's fault
                 counts[env_id] = {
                     "episodes": len(records),
-                    "mean_reward": sum(r.reward for r in records) / len(records) if records else None,
-                    "success_rate": sum(r.success for r in records) / len(records) if records else None,
-                    "infrastructure_errors": sum("infrastructure_error" in r.metadata for r in records),
+                    "mean_reward": sum(r.reward for r in valid) / len(valid) if valid else None,
+                    "success_rate": sum(r.success for r in valid) / len(valid) if valid else None,
+                    "infrastructure_errors": len(records) - len(valid),
                 }
     except OSError as exc:
         fail(f"cannot write {path}: {exc.strerror or exc}")
@@ -194,7 +195,9 @@ def _collect(env_ids: list[str], settings: Any, base_url: str, path: Path, as_js
     if as_json:
         print(json.dumps({"trajectories": str(path), "envs": counts}, indent=2))
         return
+    from trainer.report import fmt
+
     for env_id, c in counts.items():
-        console.print(f"{safe(env_id)}: {c['episodes']} episodes, mean reward {c['mean_reward']:.2f}, "
-                      f"success {c['success_rate']:.0%}, infrastructure errors {c['infrastructure_errors']}", highlight=False)
+        console.print(f"{safe(env_id)}: {c['episodes']} episodes, mean reward {fmt(c['mean_reward'], 2)}, "
+                      f"success {fmt(c['success_rate'], 2)}, infrastructure errors {c['infrastructure_errors']}", highlight=False)
     console.print(f"trajectories: {safe(path)}", highlight=False)
