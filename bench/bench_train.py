@@ -2,7 +2,7 @@
 
     python bench/bench_train.py [--iterations 6] [--groups 4] [--group-size 8] [--json out.json]
 
-Same model (the LoRA-trainable tiny Qwen3), same warm-started adapter, same env (tests/envs/wifi_on.py in
+Same model (a 128-dim tiny Qwen3), same warm-started adapter, same env (tests/envs/wifi_on.py in
 bwrap sandboxes), same G x K batch, lr, clip, temperature and max new tokens, and the same rollouts engine:
 TRL runs our multi-turn rollouts inside its ``rollout_func`` (the hybrid the issue describes), so the
 difference is the update and the trainer around it. Prints s/iteration, generated tokens/s and the share
@@ -154,7 +154,7 @@ def main() -> None:
     import torch
 
     from trainer.config import load_config
-    from trainer.tiny_model import LORA_TRAINABLE, ensure_tiny_model
+    from trainer.tiny_model import TinySpec, ensure_tiny_model
 
     torch.set_num_threads(args.threads)
     root = Path(tempfile.mkdtemp(prefix="bench-train-registry-"))
@@ -164,13 +164,13 @@ def main() -> None:
         f"threads={args.threads}", "sandbox='bwrap'", f"grpo.groups={args.groups}", f"grpo.group_size={args.group_size}",
         "grpo.lr=2e-3", "grpo.micro_batch_size=8", "rollout.max_new_tokens=24", "rollout.max_seq_len=1024",
         "warm_start.steps=10", "warm_start.lr=1e-2",
-    ], model=str(ensure_tiny_model(spec=LORA_TRAINABLE)), output_dir=tempfile.mkdtemp(prefix="bench-train-run-"))
+    ], model=str(ensure_tiny_model(spec=TinySpec(hidden_size=128, intermediate_size=384))), output_dir=tempfile.mkdtemp(prefix="bench-train-run-"))
     adapter = Path(tempfile.mkdtemp(prefix="bench-train-adapter-")) / "adapter"
     mine = ours(env_id, settings, args.iterations, adapter)
     theirs = trl(env_id, settings, args.iterations, adapter)
     result = {
         "config": {"groups": args.groups, "group_size": args.group_size, "iterations": args.iterations, "threads": args.threads,
-                   "model": "tiny-qwen3 (LORA_TRAINABLE)", "env": env_id},
+                   "model": "tiny-qwen3 (128 dims)", "env": env_id},
         "ours": mine, "trl": theirs,
         "ratio_s_per_iteration_trl_over_ours": theirs["s_per_iteration"] / mine["s_per_iteration"],
         "ratio_tokens_per_s_trl_over_ours": (theirs["tokens_per_s"] or 0) / mine["tokens_per_s"],

@@ -64,7 +64,15 @@ def cancel_env(trainer_registry: Path) -> str:
 
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
-    """The LoRA-trainable tiny Qwen3 (128 dims), built offline once and cached."""
+    """A tiny Qwen3 (128 dims) LoRA can move: fast, enough for plumbing, resume and DDP checks."""
+    from trainer.tiny_model import TinySpec, ensure_tiny_model
+
+    return ensure_tiny_model(spec=TinySpec(hidden_size=128, intermediate_size=384))
+
+
+@pytest.fixture(scope="session")
+def learnable_model() -> Path:
+    """The LoRA-trainable tiny Qwen3 (256 dims, no ceiling on token probabilities), for the learning test."""
     from trainer.tiny_model import LORA_TRAINABLE, ensure_tiny_model
 
     return ensure_tiny_model(spec=LORA_TRAINABLE)
