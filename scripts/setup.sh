@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs trace-factory into the current Python environment.
 #   bash scripts/setup.sh         core install plus bubblewrap, the sandbox `factory build` needs
-#   bash scripts/setup.sh --dev   + test tools, LLM SDKs, the τ² MCP target servers, and the Docker sandbox (daemon and offline image)
+#   bash scripts/setup.sh --dev   + test tools, LLM SDKs, the τ² MCP target servers, the training stack (CPU torch
+#                                 2.13.0, transformers, peft, accelerate, trl) and the Docker sandbox (daemon, image)
 # Installing system packages needs root or sudo (apt); without them the script says what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +10,7 @@ PYTHON="${PYTHON:-python3}"
 PIP=("$PYTHON" -m pip install --quiet --disable-pip-version-check)
 
 if [[ "${1:-}" == "--dev" ]]; then
-    "${PIP[@]}" -e ".[dev,llm,docker,e2b,targets]"
+    "${PIP[@]}" -e ".[dev,llm,docker,e2b,targets,train]"
     PYTHON="$PYTHON" bash scripts/sandbox-services.sh
 else
     "${PIP[@]}" -e .

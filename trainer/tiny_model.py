@@ -10,6 +10,12 @@ the usual 0.02: at 0.02 the logits are nearly uniform and LoRA-only training bar
     model = AutoModelForCausalLM.from_pretrained(path)
 
 ``python -m trainer.tiny_model OUT_DIR`` writes one to a folder.
+
+LoRA-only training has a ceiling on such a model: the embeddings are tied and frozen, so the largest
+logit is about ``initializer_range * hidden_size`` (6.4 at 64 dims) against a log-sum-exp over the other
+2k tokens of about 8 - no token can ever get more than ~20% probability (at 128 dims ~99% per token,
+which still caps a 21-token tool call at ~80%). ``LORA_TRAINABLE`` (256 dims, ~2M parameters, no
+practical ceiling) is the spec for tests that must teach the model an exact tool call.
 """
 
 from __future__ import annotations
@@ -75,6 +81,10 @@ class TinySpec:
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+LORA_TRAINABLE = TinySpec(hidden_size=256, intermediate_size=768)
+"""Wide enough that LoRA alone can make a token near-certain (see the module docs)."""
 
 
 def _corpus() -> list[str]:

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from factory.cli import analyze, build, envs, rollout, route, sandbox, validate
+from factory.cli import analyze, build, envs, rollout, route, sandbox, train, validate
 from factory.cli.common import errors, last_resort, safe, usage_message
 from sandbox.leftovers import reap_once
 
@@ -27,6 +27,7 @@ app.command("analyze")(analyze.analyze_command)
 app.command("build")(build.build)
 app.command("validate")(validate.validate)
 app.add_typer(envs.app, name="envs")
+app.command("train")(train.train)
 app.command("route")(route.route)
 app.add_typer(sandbox.app, name="sandbox")
 

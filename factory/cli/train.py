@@ -1,0 +1,203 @@
+"""``factory train``: GRPO-train one LoRA adapter per capability on registered envs (or collect rollouts)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from factory.cli.common import JsonOption, RegistryOption, check_backend, console, errors, fail, parse_env_ref, safe
+from factory.errors import FactoryError
+
+ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="train.toml (see trainer/config.py for every key).")]
+
+
+def _env_ids(env: Optional[str], train_all: bool, registry: Optional[Path]) -> list[str]:
+    from env_registry.registry import Registry, RegistryError
+
+    store = Registry(registry)
+    if train_all:
+        if env:
+            fail("pass either ENV_ID or --all, not both")
+        ids = [store.get(name).manifest.gym_id for name in store.capabilities()]
+        if not ids:
+            fail(f"no envs registered in {store.root}; build some with `factory build`")
+        return ids
+    if not env:
+        fail("name the env to train on (e.g. trace/wifi_on-v0) or pass --all")
+    name, version = parse_env_ref(env, None)
+    try:
+        return [store.get(name, version).manifest.gym_id]
+    except RegistryError as exc:
+        fail(str(exc))
+        raise
+
+
+def _progress(label: str, total: int, quiet: bool) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"), console=errors, transient=False, disable=quiet,
+    )
+
+
+def train(
+    env: Annotated[Optional[str], typer.Argument(help="Registered env: NAME, trace/NAME-vN.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Base model: local folder or hub id (with --base-url: the served model's name).")] = None,
+    config: ConfigOption = None,
+    overrides: Annotated[Optional[list[str]], typer.Option("--set", help="Override a config key, e.g. --set grpo.lr=2e-5 (repeatable).")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run folder (default: runs/<capability>); with --all one sub-folder per env.")] = None,
+    iterations: Annotated[Optional[int], typer.Option("--iterations", min=1, help="GRPO iterations (grpo.iterations).")] = None,
+    gguf_file: Annotated[Optional[str], typer.Option("--gguf-file", help="GGUF weights file inside --model.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --output from its last checkpoint.")] = False,
+    train_all: Annotated[bool, typer.Option("--all", help="Train one adapter per registered capability.")] = False,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint serving --model: collect rollouts with it, no training.")] = None,
+    collect_only: Annotated[Optional[Path], typer.Option("--collect-only", help="Write rollouts of the --base-url policy here (JSONL trajectories); no training.")] = None,
+    registry: RegistryOption = None,
+    sandbox: Annotated[Optional[str], typer.Option("--sandbox", help="Sandbox backend for env code (default: $TRACE_FACTORY_SANDBOX or auto).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Train a LoRA adapter with multi-turn GRPO on a registered env.
+
+    Writes, under the run folder: adapter/ (PEFT format, for PeftModel.from_pretrained or vLLM
+    --lora-modules), metrics.jsonl, reward_curve.png, checkpoints/, summary.json.
+
+    Examples:
+
+    factory train trace/wifi_on-v0 --model ./my-model --iterations 40
+
+    factory train precondition_verification --model Qwen/Qwen3-8B --config train.toml --set grpo.lr=2e-5
+
+    factory train --all --model Qwen/Qwen3-8B --output runs/ --json
+
+    factory train wifi_on --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --collect-only rollouts.jsonl
+
+    accelerate launch --num_processes 4 -m factory.cli train wifi_on --model Qwen/Qwen3-8B
+    """
+    from trainer.config import load_config
+
+    if sandbox:
+        check_backend(sandbox)
+    if registry is not None:
+        os.environ["TRACE_FACTORY_REGISTRY"] = str(registry)  # the gym registration reads it
+    if (base_url is None) != (collect_only is None):
+        fail("--base-url and --collect-only go together: the endpoint's rollouts are collected, not trained on")
+    env_ids = _env_ids(env, train_all, registry)
+    try:
+        settings = load_config(config, overrides, model=model, gguf_file=gguf_file, sandbox=sandbox,
+                               **{"grpo.iterations": iterations})
+    except FactoryError as exc:
+        fail(str(exc))
+        return
+    if collect_only is not None:
+        _collect(env_ids, settings, base_url or "", collect_only, as_json)
+        return
+    if not settings.model:
+        fail("no base model: pass --model PATH (a local folder or a hub id) or set model in --config")
+    main = os.environ.get("RANK", "0") == "0"  # under `accelerate launch` only rank 0 talks
+    base = output or (Path(settings.output_dir) if settings.output_dir else None)
+    results = []
+    for env_id in env_ids:
+        capability = env_id.removeprefix("trace/").rsplit("-v", 1)[0]
+        folder = base / capability if base and train_all else base or Path("runs") / capability
+        results.append(_train_one(env_id, settings.model_copy(update={"output_dir": str(folder)}), resume, as_json or not main))
+    if main:
+        _report(results, as_json)
+    if not all(r["ok"] for r in results):
+        raise typer.Exit(1)
+
+
+def _train_one(env_id: str, settings: Any, resume: bool, quiet: bool) -> dict[str, Any]:
+    """One env's run; any failure is reported for this env and the others go on."""
+    from sandbox import SandboxError
+    from trainer.loop import GRPORun
+
+    total = settings.grpo.iterations + settings.warm_start.steps
+    with _progress(env_id, total, quiet) as progress:
+        task = progress.add_task(safe(env_id.removeprefix("trace/")), total=total, status="starting")
+
+        def advance(row: Any) -> None:
+            if row.phase == "warm_start":
+                status = f"warm start loss {row.loss:.3f}"
+            else:
+                reward = "-" if row.reward_mean is None else f"{row.reward_mean:.2f}"
+                status = f"reward {reward} 0-var {row.zero_variance_share:.2f}"
+            progress.update(task, advance=1, status=status)
+
+        try:
+            run = GRPORun(env_id, settings, on_iteration=advance)
+            done = run.train(resume=resume)
+        except (FactoryError, SandboxError, OSError) as exc:
+            progress.update(task, status="failed")
+            return {"env_id": env_id, "ok": False, "error": str(exc).splitlines()[0], "output_dir": settings.output_dir}
+    return {"env_id": env_id, "ok": True, "output_dir": done.output_dir, "adapter": done.adapter_dir, "curve": done.curve,
+            "metrics": str(Path(done.output_dir) / "metrics.jsonl"), "summary": done.summary}
+
+
+def _report(results: list[dict[str, Any]], as_json: bool) -> None:
+    from trainer.report import summary_table
+
+    if as_json:
+        print(json.dumps(results if len(results) > 1 else results[0], indent=2, default=str))
+        return
+    console.print(summary_table(results))
+    for result in results:
+        if result["ok"]:
+            console.print(f"{safe(result['env_id'])}: adapter {safe(result['adapter'])}", highlight=False, soft_wrap=True)
+            if result.get("curve"):
+                console.print(f"  reward curve {safe(result['curve'])}", highlight=False, soft_wrap=True)
+        else:
+            errors.print(f"[bold red]failed:[/] {safe(result['env_id'])}: {safe(result['error'])}", highlight=False, soft_wrap=True)
+
+
+def _collect(env_ids: list[str], settings: Any, base_url: str, path: Path, as_json: bool) -> None:
+    from factory.llm import LLMConfigError, make_client, parse_llm_spec
+    from factory.llm.reachability import unreachable
+    from trainer.endpoint import collect_with_endpoint
+    from trainer.envpool import EnvPool
+
+    if not settings.model:
+        fail("--collect-only needs --model: the model name the endpoint serves")
+    try:
+        spec = parse_llm_spec(f"compat:{settings.model}", base_url=base_url)
+    except LLMConfigError as exc:
+        fail(str(exc))
+        return
+    if problem := unreachable(base_url):
+        fail(f"cannot reach the policy endpoint at {base_url} ({problem}): start it or fix --base-url")
+    client = make_client(spec, cache=False)
+    g = settings.grpo
+    counts = {}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            for env_id in env_ids:
+                seeds = [settings.first_env_seed + i for i in range(g.groups)]
+                with EnvPool(env_id, sandbox=settings.sandbox) as pool:
+                    records = collect_with_endpoint(pool, client, seeds, g.group_size, settings.rollout)
+                for record in records:
+                    handle.write(record.model_dump_json() + "\n")
+                valid = [r for r in records if "infrastructure_error" not in r.metadata]  # not the agent's fault
+                counts[env_id] = {
+                    "episodes": len(records),
+                    "mean_reward": sum(r.reward for r in valid) / len(valid) if valid else None,
+                    "success_rate": sum(r.success for r in valid) / len(valid) if valid else None,
+                    "infrastructure_errors": len(records) - len(valid),
+                }
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror or exc}")
+    except FactoryError as exc:
+        fail(str(exc))
+    if as_json:
+        print(json.dumps({"trajectories": str(path), "envs": counts}, indent=2))
+        return
+    from trainer.report import fmt
+
+    for env_id, c in counts.items():
+        console.print(f"{safe(env_id)}: {c['episodes']} episodes, mean reward {fmt(c['mean_reward'], 2)}, "
+                      f"success {fmt(c['success_rate'], 2)}, infrastructure errors {c['infrastructure_errors']}", highlight=False)
+    console.print(f"trajectories: {safe(path)}", highlight=False)

@@ -1,0 +1,185 @@
+"""Everything a training run is configured by, as one pydantic model: a TOML file plus ``--set`` overrides.
+
+Defaults follow the paper's recipe (GRPO, G groups x K rollouts from one seed each, AdamW at 1e-5,
+temperature 1.0, up to 40 iterations, no KL term); every field can be set in ``train.toml``::
+
+    model = "Qwen/Qwen3-8B"
+    [lora]
+    rank = 16
+    [grpo]
+    groups = 8
+    group_size = 8
+    [rollout]
+    max_new_tokens = 512
+
+and overridden on the command line with dotted keys: ``--set grpo.lr=2e-5 --set lora.rank=32``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from trainer.errors import TrainError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LoraSettings(_Section):
+    """The adapter PEFT trains; the base model stays frozen."""
+
+    rank: int = Field(16, ge=1, description="LoRA rank r (recorded in adapter_config.json)")
+    alpha: float = Field(16.0, gt=0, description="LoRA alpha; the update is scaled by alpha / rank")
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the LoRA path (0 keeps on-policy ratios exactly 1)")
+    target_modules: list[str] | str = Field("all-linear", description="module names, or 'all-linear'")
+
+
+class GRPOSettings(_Section):
+    """The update: group-relative advantages and the per-token clipped ratio objective."""
+
+    iterations: int = Field(40, ge=1)
+    groups: int = Field(4, ge=1, description="G: distinct seeds per iteration")
+    group_size: int = Field(8, ge=2, description="K: rollouts per seed, all from the same initial state")
+    lr: float = Field(1e-5, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    epsilon: float = Field(0.2, gt=0, description="lower clip: ratio >= 1 - epsilon")
+    epsilon_high: float | None = Field(None, gt=0, description="upper clip: ratio <= 1 + epsilon_high (default: epsilon)")
+    advantage_eps: float = Field(1e-4, gt=0, description="epsilon in (r - mean) / (std + epsilon)")
+    zero_variance_tol: float = Field(1e-6, ge=0, description="a group whose reward std is at most this is dropped")
+    kl_coef: float = Field(0.0, ge=0, description="beta of a KL penalty to the frozen base (adapter disabled); 0 = off")
+    max_grad_norm: float | None = Field(1.0, gt=0)
+    steps_per_iteration: int = Field(1, ge=1, description="optimizer steps per batch of rollouts (mini-batches)")
+    epochs: int = Field(1, ge=1, description="passes over each batch of rollouts")
+    micro_batch_size: int = Field(4, ge=1, description="trajectories per forward pass (gradient accumulation)")
+    logprob_chunk: int = Field(1024, ge=1, description="token positions per chunk of the output layer")
+    gradient_checkpointing: bool = False
+
+    @property
+    def clip_high(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+
+class HintSettings(_Section):
+    """Expert hints in a share of each group's prompts, stripped before the update (as in the paper's code)."""
+
+    share: float = Field(0.0, ge=0, le=1, description="share of each group whose prompt carries the hint")
+    source: Literal["reference", "text"] = "reference"
+    text: str = Field("", description="the hint when source = 'text'")
+
+
+class RolloutSettings(_Section):
+    engine: Literal["transformers", "vllm"] = "transformers"
+    temperature: float = Field(1.0, gt=0)
+    max_new_tokens: int = Field(512, ge=1, description="per assistant turn; a turn cut here is counted")
+    max_seq_len: int = Field(8192, ge=16, description="whole episode (prompt + turns); longer episodes are cut and dropped")
+    success_reward: float = Field(0.99, description="a rollout at or above this reward counts as a success")
+    env_workers: int | None = Field(None, ge=1, description="threads stepping the sandboxed envs (default: one per episode)")
+    vllm_gpu_memory_utilization: float = Field(0.4, gt=0, le=1)
+    hint: HintSettings = Field(default_factory=HintSettings)
+
+
+class WarmStartSettings(_Section):
+    """Supervised steps on the env's reference solutions before GRPO (0 = none)."""
+
+    steps: int = Field(0, ge=0)
+    seeds: int = Field(32, ge=1, description="distinct reference episodes to learn from")
+    first_seed: int = Field(1_000_000, ge=0, description="kept apart from the GRPO seeds")
+    lr: float = Field(1e-4, gt=0)
+    batch_size: int = Field(8, ge=1)
+
+
+class TrainConfig(_Section):
+    """One training run: which model, which adapter, how to roll out, how to update, where to write."""
+
+    model: str | None = Field(None, description="local path or hub id of the base model")
+    gguf_file: str | None = Field(None, description="GGUF file inside `model` (transformers loads it with gguf_file=)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    seed: int = 0
+    threads: int | None = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")
+    first_env_seed: int = Field(0, ge=0, description="GRPO scenario seeds are drawn from this base")
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    grpo: GRPOSettings = Field(default_factory=GRPOSettings)
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+    warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
+    sandbox: str | None = Field(None, description="sandbox backend for env code (default: $TRACE_FACTORY_SANDBOX or auto)")
+    output_dir: str | None = Field(None, description="run folder (default: runs/<capability>)")
+    save_every: int = Field(5, ge=1, description="checkpoint every N iterations (and at the end)")
+    keep_checkpoints: int = Field(2, ge=1)
+    trackers: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)
+    project: str = Field("trace-factory", description="tracker project name")
+
+    @model_validator(mode="after")
+    def _groups_fill_batches(self) -> "TrainConfig":
+        if self.rollout.max_new_tokens >= self.rollout.max_seq_len:
+            raise ValueError("rollout.max_new_tokens must be smaller than rollout.max_seq_len")
+        return self
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise TrainError(f"--set {key}: {part!r} is a value, not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _parse_value(text: str) -> Any:
+    """TOML literal when it parses (numbers, booleans, lists, quoted strings), the raw text otherwise."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _known_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    keys = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys.extend(_known_keys(annotation, f"{prefix}{name}."))
+        else:
+            keys.append(prefix + name)
+    return keys
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None, **values: Any) -> TrainConfig:
+    """The run's config: TOML file, then ``KEY=VALUE`` overrides (dotted keys), then keyword values.
+
+    Every problem becomes one :class:`TrainError` line naming the key and what is wrong.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise TrainError(f"--config {path}: no such file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TrainError(f"--config {path}: cannot read it ({exc.__class__.__name__})") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise TrainError(f"--config {path}: not valid TOML ({exc})") from None
+    known = _known_keys(TrainConfig)
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or key not in known:
+            raise TrainError(f"--set {item!r}: expected KEY=VALUE with KEY one of: {', '.join(known)}")
+        _set_dotted(data, key, _parse_value(raw.strip()))
+    for key, value in values.items():
+        if value is not None:
+            _set_dotted(data, key, value)
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(root)"
+        source = f"--config {path}" if path is not None else "config"
+        raise TrainError(f"{source}: {where}: {first['msg']}") from None

@@ -1,0 +1,288 @@
+"""Host side: one GRPO run on one registered env - setup, optional warm start, iterations, checkpoints.
+
+Each iteration draws G seeds (the same on every rank; rank r takes groups r, r + W, ...), rolls out K
+episodes per seed in the pooled sandboxed envs, computes group-relative advantages, drops zero-variance
+groups, and takes the clipped-ratio update. Metrics go to ``metrics.jsonl`` (and trackers), checkpoints
+every ``save_every`` iterations, the adapter to ``adapter/`` in PEFT's format.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from trainer import checkpoint as ckpt
+from trainer.chat import ChatFormat
+from trainer.config import TrainConfig
+from trainer.envpool import EnvPool
+from trainer.errors import TrainError
+from trainer.logprobs import TokenLogProbs
+from trainer.model import attach_adapter, load_base, trainable_parameters
+from trainer.report import (
+    CURVE_FILE,
+    IterationMetrics,
+    append_metrics,
+    plot_curve,
+    read_metrics,
+    rewrite_metrics,
+    summary,
+    write_json,
+)
+from trainer.rollout import Rollout, collect_groups, hint_from_reference
+from trainer.update import Item, PolicyUpdate, StepStats, build_items
+
+
+@dataclass
+class RunResult:
+    env_id: str
+    output_dir: str
+    adapter_dir: str | None = None
+    curve: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    ok: bool = True
+    error: str | None = None
+
+
+def make_accelerator(config: TrainConfig) -> Any:
+    from accelerate import Accelerator
+
+    trackers = list(config.trackers)
+    for name, module in (("tensorboard", "tensorboard"), ("wandb", "wandb")):
+        if name in trackers:
+            try:
+                __import__(module if name != "tensorboard" else "torch.utils.tensorboard")
+            except ImportError:
+                raise TrainError(f"tracker {name!r} needs the {module} package: pip install {module}") from None
+    return Accelerator(log_with=trackers or None, project_dir=config.output_dir or "runs", cpu=not torch.cuda.is_available())
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value if isinstance(value, (int, float, str, bool)) else str(value)
+    return out
+
+
+class GRPORun:
+    """Train one adapter on ``env_id``. ``on_iteration`` sees every metrics row (progress bars)."""
+
+    def __init__(
+        self, env_id: str, config: TrainConfig, accelerator: Any = None,
+        on_iteration: Callable[[IterationMetrics], None] | None = None,
+    ) -> None:
+        self.env_id = env_id
+        self.config = config
+        self.out = Path(config.output_dir or Path("runs") / env_id.removeprefix("trace/").rsplit("-v", 1)[0])
+        self.accelerator = accelerator or make_accelerator(config)
+        self.on_iteration = on_iteration or (lambda row: None)
+        self.start = 0
+        self.rows: list[IterationMetrics] = []
+
+    # --- setup --------------------------------------------------------------------------------
+    def setup(self, resume: bool = False) -> None:
+        c, acc = self.config, self.accelerator
+        if c.threads:
+            torch.set_num_threads(c.threads)
+        found = ckpt.latest(self.out) if resume else None
+        if not resume and (ckpt.latest(self.out) or (self.out / "metrics.jsonl").exists()):
+            raise TrainError(f"{self.out} already holds a run; pass --resume to continue it or choose another --output")
+        base, tokenizer = load_base(c)
+        self.policy = attach_adapter(base, c.lora, found / "adapter" if found else None, seed=c.seed)
+        if c.grpo.gradient_checkpointing:
+            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            self.policy.enable_input_require_grads()
+        self.chat = ChatFormat(tokenizer)
+        module = TokenLogProbs(self.policy, c.grpo.logprob_chunk, c.rollout.temperature)
+        optimizer = torch.optim.AdamW(trainable_parameters(self.policy), lr=c.grpo.lr, betas=c.grpo.betas,
+                                      weight_decay=c.grpo.weight_decay)
+        self.module, self.optimizer = acc.prepare(module, optimizer)
+        self.update = PolicyUpdate(acc, self.module, self.optimizer, c.grpo, self.chat.pad_id)
+        self.engine = self._engine()
+        self.pool = EnvPool(self.env_id, sandbox=c.sandbox, workers=c.rollout.env_workers)
+        self.order = torch.Generator().manual_seed(c.seed)
+        if found is not None:
+            state = ckpt.restore(found, self.optimizer, acc)
+            self.start = int(state["iteration"]) + 1
+            self.order.set_state(torch.tensor(state["order"], dtype=torch.uint8))
+            self.rows = [r for r in read_metrics(self.out) if r.iteration < self.start or r.phase != "grpo"]
+        else:
+            random.seed(c.seed + acc.process_index)
+            torch.manual_seed(c.seed * 1009 + acc.process_index)
+        if acc.is_main_process:
+            self.out.mkdir(parents=True, exist_ok=True)
+            rewrite_metrics(self.out, self.rows)
+            write_json(self.out / "run.json", {"env_id": self.env_id, "config": c.model_dump(mode="json")})
+        if c.trackers:
+            acc.init_trackers(c.project, config=_flat(c.model_dump(mode="json")))
+
+    def _engine(self) -> Any:
+        r = self.config.rollout
+        if r.engine == "vllm":
+            from trainer.vllm_engine import VLLMEngine
+
+            return VLLMEngine(self.config, self.chat, self.out / "vllm-adapters")
+        from trainer.engines import TransformersEngine
+
+        return TransformersEngine(self.policy, self.chat, r.temperature, r.max_new_tokens)
+
+    # --- warm start ---------------------------------------------------------------------------
+    def warm_start(self) -> None:
+        """Supervised steps on the env's reference solutions, so a policy that cannot yet write a tool
+        call gets rewards with variance. Only on a fresh run (a resumed adapter already has it)."""
+        w, acc = self.config.warm_start, self.accelerator
+        if not w.steps or self.start > 0:
+            return
+        seeds = [w.first_seed + j for j in range(w.seeds) if j % acc.num_processes == acc.process_index]
+        items = []
+        for seed in seeds:
+            played = self.pool.reference_episode(seed)
+            if played["reward"] >= self.config.rollout.success_reward:
+                ids, mask, _ = self.chat.conversation_ids(played["messages"], played["tools"])
+                items.append(Item(ids, mask))
+        if not self.update.reduce(len(items)):
+            raise TrainError(f"{self.env_id}: no reference solution reached reward {self.config.rollout.success_reward}; "
+                             "the env cannot warm-start a policy (validate it with `factory validate`)")
+        optimizer = torch.optim.AdamW(trainable_parameters(self.policy), lr=w.lr, betas=self.config.grpo.betas)
+        supervised = PolicyUpdate(acc, self.module, acc.prepare(optimizer), self.config.grpo, self.chat.pad_id)
+        pick = random.Random(self.config.seed)
+        for step in range(w.steps):
+            started = time.perf_counter()
+            batch = pick.sample(items, min(w.batch_size, len(items))) if items else []
+            stats = supervised.supervised(batch, self._filler([]))
+            tokens = self.update.reduce(stats.tokens)
+            row = IterationMetrics(iteration=step, phase="warm_start", loss=self.update.reduce(stats.loss),
+                                   logprob_mean=self.update.reduce(stats.logprob_sum) / tokens if tokens else None,
+                                   trained_rollouts=int(self.update.reduce(stats.trajectories)),
+                                   seconds=time.perf_counter() - started)
+            self._record(row)
+
+    # --- one iteration ------------------------------------------------------------------------
+    def _filler(self, rollouts: list[Rollout]) -> Item:
+        """A zero-weight micro-batch for a rank with fewer micro-batches: any sequence with a trained token."""
+        for rollout in rollouts:
+            ids, mask = rollout.sequence()
+            if any(mask):
+                return Item(ids, mask)
+        return Item([self.chat.pad_id, self.chat.eos_id], [0, 1])
+
+    def iteration(self, i: int) -> IterationMetrics:
+        c, acc = self.config, self.accelerator
+        started = time.perf_counter()
+        all_seeds = [c.first_env_seed + i * c.grpo.groups + g for g in range(c.grpo.groups)]
+        seeds = all_seeds[acc.process_index:: acc.num_processes]
+        hints = None
+        if c.rollout.hint.share > 0:
+            if c.rollout.hint.source == "text":
+                hints = {s: c.rollout.hint.text for s in seeds}
+            else:
+                hints = {s: hint_from_reference(self.pool.reference_episode(s)["messages"]) for s in seeds}
+        rollouts, stats = collect_groups(self.engine, self.chat, self.pool, seeds, c.grpo.group_size, c.rollout, hints)
+        items, groups, flat = build_items(rollouts, c.grpo)
+        update_started = time.perf_counter()
+        step = self.update.grpo(items, self._filler(rollouts), self.order)
+        update_s = time.perf_counter() - update_started
+        self.engine.sync(self.policy, i)
+        return self._metrics(i, rollouts, stats, step, items, groups, flat, update_s, time.perf_counter() - started)
+
+    def _metrics(self, i: int, rollouts: list[Rollout], stats: Any, step: StepStats, items: list[Item],
+                 groups: int, flat: int, update_s: float, seconds: float) -> IterationMetrics:
+        from accelerate.utils import gather_object
+
+        def gathered(values: list[float]) -> list[float]:
+            return list(gather_object(values)) if self.accelerator.num_processes > 1 else values
+
+        valid = [r for r in rollouts if r.trainable]
+        own = gathered([r.reward for r in valid if not r.hinted])
+        hinted = gathered([r.reward for r in valid if r.hinted])
+        red = self.update.reduce
+        tokens = red(step.tokens)
+        trained = red(step.trajectories)
+        total_groups = int(red(groups))
+        generation_s = red(stats.generation_seconds, "max")
+        generated = int(red(stats.generated_tokens))
+        mean = sum(own) / len(own) if own else None
+        return IterationMetrics(
+            iteration=i,
+            reward_mean=mean,
+            reward_std=(sum((x - mean) ** 2 for x in own) / len(own)) ** 0.5 if own and mean is not None else None,
+            success_rate=sum(x >= self.config.rollout.success_reward for x in own) / len(own) if own else None,
+            hinted_reward_mean=sum(hinted) / len(hinted) if hinted else None,
+            groups=total_groups,
+            zero_variance_groups=int(red(flat)),
+            zero_variance_share=red(flat) / total_groups if total_groups else 0.0,
+            rollouts=int(red(len(rollouts))),
+            trained_rollouts=int(red(len(items))),
+            loss=red(step.loss) / max(1, step.optimizer_steps),
+            clip_fraction=red(step.clipped) / tokens if tokens else 0.0,
+            kl=red(step.kl) / trained if self.config.grpo.kl_coef > 0 and trained else None,
+            logprob_mean=red(step.logprob_sum) / tokens if tokens else None,
+            grad_norm=step.grad_norms[-1] if step.grad_norms else None,
+            cut_turns=int(red(sum(r.cut_turns for r in rollouts))),
+            context_truncated=int(red(sum(r.termination == "context_limit" for r in rollouts))),
+            infrastructure_errors=int(red(sum(r.termination == "infrastructure_error" for r in rollouts))),
+            first_error=next(iter(gathered([r.error for r in rollouts if r.error][:1])), None),
+            max_steps_episodes=int(red(sum(r.termination == "max_steps" for r in rollouts))),
+            mean_turns=red(sum(r.turns for r in rollouts)) / max(1, red(len(rollouts))),
+            generated_tokens=generated,
+            tokens_per_s=generated / generation_s if generation_s > 0 else 0.0,
+            generation_s=generation_s,
+            env_s=red(stats.env_seconds, "max"),
+            update_s=red(update_s, "max"),
+            seconds=red(seconds, "max"),
+            env_share=red(stats.env_seconds, "max") / red(seconds, "max") if seconds > 0 else 0.0,
+        )
+
+    def _record(self, row: IterationMetrics) -> None:
+        self.rows.append(row)
+        if self.accelerator.is_main_process:
+            append_metrics(self.out, row)
+        if self.config.trackers:
+            prefix = "warm_start/" if row.phase == "warm_start" else "train/"
+            values = {prefix + k: v for k, v in row.model_dump(exclude={"phase", "iteration"}).items() if isinstance(v, (int, float))}
+            self.accelerator.log(values, step=row.iteration if row.phase == "grpo" else None)
+        self.on_iteration(row)
+
+    def _checkpoint(self, i: int) -> None:
+        ckpt.save(self.out, i, self.policy, self.optimizer, self.accelerator,
+                  {"order": self.order.get_state().tolist(), "env_id": self.env_id}, self.config.keep_checkpoints)
+
+    # --- the run ------------------------------------------------------------------------------
+    def train(self, resume: bool = False, iterations: int | None = None) -> RunResult:
+        """Run to ``config.grpo.iterations`` (or ``iterations`` more, for tests and benchmarks)."""
+        try:
+            self.setup(resume)
+            self.warm_start()
+            self.engine.sync(self.policy, self.start)  # a separate engine (vLLM) samples from the adapter as it is now
+            end = self.config.grpo.iterations if iterations is None else min(self.config.grpo.iterations, self.start + iterations)
+            for i in range(self.start, end):
+                self._record(self.iteration(i))
+                if (i + 1) % self.config.save_every == 0 or i + 1 == end:
+                    self._checkpoint(i)
+            return self.finish()
+        finally:
+            self.close()
+
+    def finish(self) -> RunResult:
+        result = RunResult(env_id=self.env_id, output_dir=str(self.out), summary=summary(self.rows))
+        if self.accelerator.is_main_process:
+            result.adapter_dir = str(ckpt.write_adapter(self.policy, self.out / "adapter"))
+            curve = plot_curve(self.rows, self.out / CURVE_FILE, f"{self.env_id} - GRPO")
+            result.curve = str(curve) if curve else None
+            write_json(self.out / "summary.json", result.summary)
+        self.accelerator.wait_for_everyone()
+        return result
+
+    def close(self) -> None:
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            pool.close()
+        if self.config.trackers:
+            self.accelerator.end_training()
