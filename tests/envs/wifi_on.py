@@ -2,7 +2,8 @@
 
 Short prompts (two tools), a terminal tool and a user who asks again when the agent only talks keep episodes
 cheap enough for a tiny model to learn the call on two CPU cores; the scenario (who, which phone, how
-they ask) varies with the seed so the gate's diversity check holds.
+they ask) varies with the seed, but the right action does not, so the gate rejects it (diversity, grpo_signal):
+the trainer tests register it unvalidated on purpose.
 """
 
 from trace_env import sdk
