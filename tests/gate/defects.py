@@ -80,8 +80,8 @@ DEFECTS: dict[str, Defect] = {
           '        import random\n        record["status"] = "cancelled"\n        return {**record, "confirmation": random.randint(100000, 999999)}'),),
     ),
     "string_hash": Defect(
-        "determinism", "the reservation total depends on hash() of a string",
-        (('                "total": rng.randint(90, 900),', '                "total": 90 + hash(origin + destination) % 800,'),),
+        "determinism", "the reservation total depends on hash() of a string", instead=("static",),
+        patches=(('                "total": rng.randint(90, 900),', '                "total": 90 + hash(origin + destination) % 800,'),),
     ),
     "wall_clock": Defect(
         "determinism", "the scenario records the time it was generated", instead=("static",),

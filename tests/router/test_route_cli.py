@@ -15,7 +15,7 @@ from tests.router.helpers import CAPABILITIES
 
 runner = CliRunner()
 SHARED_TAU2 = Path(__file__).resolve().parents[2].parent / "shared" / "targets" / "tau2"
-KINDS = {"write_before_check": 6, "repeat_failed_call": 6, "drop_write": 6, "corrupt_argument": 3, "success": 8}
+KINDS = {"write_before_check": 6, "repeat_failed_call": 6, "drop_confirmed_write": 6, "invented_id": 3, "success": 8}
 
 
 def invoke(*args: object, env: dict[str, str] | None = None):
@@ -53,8 +53,10 @@ def saved_menu(menu, tmp_path_factory) -> Path:
 
 
 def independent_expectations(labels: Path, trajectories: Path) -> dict[str, set[str]]:
-    """Failed trajectory -> menu capabilities labeled LACKING, read straight from the files."""
-    failed = {json.loads(line)["id"] for line in trajectories.read_text().splitlines() if not json.loads(line)["success"]}
+    """Failed trajectory -> menu capabilities labeled LACKING, read straight from the files (analyze names a
+    trajectory ``<file stem>:<id>``, so ids stay unique across files)."""
+    records = [json.loads(line) for line in trajectories.read_text().splitlines()]
+    failed = {f"{trajectories.stem}:{r['id']}" for r in records if not r["success"]}
     lacking: dict[str, set[str]] = {tid: set() for tid in failed}
     for line in labels.read_text().splitlines():
         record = json.loads(line)
@@ -73,7 +75,7 @@ def test_eval_measures_accuracy_against_analyze_labels(analysis, adapter_dirs, g
     report = RoutingEvalReport.model_validate_json(result.stdout)
     expected = {tid: wanted for tid, wanted in independent_expectations(out_dir / "labels.jsonl", trajectories).items() if wanted}
     assert report.n_evaluated == len(expected) >= 12 and report.n_failures == 21
-    assert report.n_unlabeled == report.n_failures - len(expected)  # corrupt_argument lacks no menu capability
+    assert report.n_unlabeled == report.n_failures - len(expected)  # an invented id lacks no menu capability
     assert {i.trajectory_id: set(i.expected) for i in report.items} == expected
     assert report.correct == sum(i.correct for i in report.items) == sum(i.choice in expected[i.trajectory_id] for i in report.items)
     assert report.accuracy == pytest.approx(report.correct / report.n_evaluated)

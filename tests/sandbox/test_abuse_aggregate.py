@@ -49,11 +49,11 @@ def figure(name: str, backend: str, **values: object) -> None:
 # -- memory held by many children together -------------------------------------------------------------------
 
 CHILDREN = """
-import os, json, time
+import os, json, select, signal, time
 children, each = 6, 150 * 1024 * 1024
 r, w = os.pipe()
 pids = []
-for _ in range(children):
+for index in range(children):
     pid = os.fork()
     if pid == 0:
         os.close(r)
@@ -61,22 +61,29 @@ for _ in range(children):
             block = bytearray(each)
             for i in range(0, each, 4096):
                 block[i] = 1
-            os.write(w, b"1")
-            time.sleep(4)
+            os.write(w, bytes([index]))
+            time.sleep(60)  # hold it until the parent has counted
         finally:
             os._exit(0)
     pids.append(pid)
 os.close(w)
-held = 0
-end = time.monotonic() + 20
-while time.monotonic() < end:
+wrote = set()
+end = time.monotonic() + 10
+while len(wrote) < children and select.select([r], [], [], max(0.0, end - time.monotonic()))[0]:
     got = os.read(r, 64)
     if not got:
         break
-    held += len(got)
+    wrote.update(got)
+# Memory held at once: the children that filled their block and are still alive now (the OOM killer may
+# have taken a holder later, so 'ever filled' would overcount).
+alive = {i for i, pid in enumerate(pids) if i in wrote and os.waitpid(pid, os.WNOHANG) == (0, 0)}
 for pid in pids:
-    os.waitpid(pid, 0)
-print(json.dumps({"held_mb": held * 150, "asked_mb": children * 150}))
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+print(json.dumps({"held_mb": len(alive) * 150, "filled_mb": len(wrote) * 150, "asked_mb": children * 150}))
 """
 
 
