@@ -113,9 +113,8 @@ def _run(settings: Any, config_file: str, until: str | None, forced: list[str], 
                 bars[label] = bar.add_task(safe(label), total=total)
             bar.update(bars[label], completed=done or 0, total=total)
 
-        def say(text: str) -> None:
-            if not as_json:
-                errors.print(text, highlight=False, soft_wrap=True)
+        def say(text: str) -> None:  # on stderr, with --json too: stdout stays machine-readable
+            errors.print(text, highlight=False, soft_wrap=True)
 
         def step(s: Any) -> None:
             current["stage"] = s.stage
