@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from factory.evaluate.engines import Engine, open_engine
-from factory.evaluate.schema import ADAPTER_PREFIX, ARM_BASE, ARM_ROUTED, EvalConfig, EvalError, EvalReport, EvalTarget, arm_folder
+from factory.evaluate.schema import (
+    ADAPTER_PREFIX, ARM_BASE, ARM_ROUTED, EpisodeSettings, EvalConfig, EvalError, EvalReport, EvalTarget, arm_folder,
+)  # fmt: skip
 from factory.evaluate.scores import arm_result
 from factory.pipeline.digests import tree_digest
 
@@ -147,11 +149,10 @@ def run_eval(
             for target in config.targets:
                 policy = engine.policy(arm, target.name)
                 rollout_config = RolloutConfig(
-                    target=target.name, out=out / "arms" / arm_folder(arm) / target.name, policy=policy.spec,
-                    tasks_file=target.tasks_file, task_ids=ids[target.name], backend=config.backend, user=config.user,
-                    judge=config.judge, trials=config.trials, concurrency=config.concurrency, max_steps=config.max_steps,
-                    max_errors=config.max_errors, seed=config.seed, temperature=config.temperature, max_tokens=config.max_tokens,
-                )  # fmt: skip
+                    **config.model_dump(include=set(EpisodeSettings.model_fields)), target=target.name, policy=policy.spec,
+                    out=out / "arms" / arm_folder(arm) / target.name, tasks_file=target.tasks_file, task_ids=ids[target.name],
+                    seed=config.seed,
+                )
                 label = f"{arm} · {target.name}"
                 tick = (lambda d, t, p, label=label: progress(label, d, t, p)) if progress else None
                 runner = Rollout(rollout_config, policy=policy, progress=tick, stop=stop, gold_cache=gold[target.name])

@@ -57,7 +57,31 @@ class EvalTarget(_Strict):
         return name
 
 
-class EvalConfig(_Strict):
+class EpisodeSettings(_Strict):
+    """How each episode runs: the `factory rollout` knobs, shared by the pipeline's rollouts and evaluation."""
+
+    user: str = "scripted"
+    judge: str | None = None
+    trials: int = Field(default=1, ge=1)
+    max_steps: int = Field(default=100, ge=1)
+    max_errors: int = Field(default=10, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=0.0, ge=0.0)
+    concurrency: int = Field(default=4, ge=1)
+    backend: Literal["auto", "mcp", "native"] = "auto"
+
+
+class EngineSettings(_Strict):
+    """What generates the arms' turns: one local transformers model, or an OpenAI-compatible server that
+    serves the base model and each adapter under its capability's name (vLLM ``--enable-lora``)."""
+
+    engine: Literal["hf", "server"] = "hf"
+    base_url: str | None = Field(default=None, description="engine=server: the server's /v1 URL")
+    served_model: str | None = Field(default=None, description="engine=server: the base model's served name (default: model)")
+    load_adapters: bool = Field(default=False, description="engine=server: load each adapter into the server first (vLLM's runtime LoRA API)")
+
+
+class EvalConfig(EpisodeSettings, EngineSettings):
     """Everything one evaluation needs. Relative paths are relative to the working directory."""
 
     targets: list[EvalTarget] = Field(min_length=1)
@@ -70,22 +94,9 @@ class EvalConfig(_Strict):
     registry: str | None = None
     sandbox: str = "auto"
     router: RouterConfig = Field(default_factory=RouterConfig)
-    engine: Literal["hf", "server"] = Field(default="hf", description="hf: one local transformers model; server: an OpenAI-compatible server with LoRA modules")
-    base_url: str | None = Field(default=None, description="engine=server: the server's /v1 URL")
-    served_model: str | None = Field(default=None, description="engine=server: the base model's served name (default: model)")
-    load_adapters: bool = Field(default=False, description="engine=server: load each adapter into the server first (vLLM's runtime LoRA API)")
     device: str = "cpu"
     dtype: str = "auto"
-    user: str = "scripted"
-    judge: str | None = None
-    trials: int = Field(default=1, ge=1)
-    max_steps: int = Field(default=100, ge=1)
-    max_errors: int = Field(default=10, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=0.0, ge=0.0)
     seed: int = 0
-    concurrency: int = Field(default=4, ge=1)
-    backend: Literal["auto", "mcp", "native"] = "auto"
 
     @model_validator(mode="after")
     def _coherent(self) -> "EvalConfig":

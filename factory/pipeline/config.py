@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from factory.errors import FactoryError
-from factory.evaluate.schema import ALL_ARMS, Arms, EvalTarget
+from factory.evaluate.schema import ALL_ARMS, Arms, EngineSettings, EpisodeSettings, EvalTarget
 from router.schema import RouterConfig
 from schemas.validation import ValidationConfig
 
@@ -37,20 +37,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class RolloutsSection(_Strict):
+class RolloutsSection(EpisodeSettings):
     """The agent before training, on the targets: its trajectories are what the analysis reads."""
 
     policy: str | None = Field(default=None, description="default: the base model itself (hf:MODEL); or an LLM spec such as vllm:Qwen/Qwen3-8B")
     base_url: str | None = Field(default=None, description="OpenAI-compatible server of an LLM policy")
-    user: str = "scripted"
-    judge: str | None = None
-    trials: int = Field(default=1, ge=1)
-    max_steps: int = Field(default=100, ge=1)
-    max_errors: int = Field(default=10, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=0.0, ge=0.0)
-    concurrency: int = Field(default=4, ge=1)
-    backend: Literal["auto", "mcp", "native"] = "auto"
 
 
 class FallbackCapability(_Strict):
@@ -113,23 +104,11 @@ class RouteSection(RouterConfig):
         return RouterConfig.model_validate(self.model_dump(exclude={"accuracy"}))
 
 
-class EvalSection(_Strict):
+class EvalSection(EpisodeSettings, EngineSettings):
     """The base model, each adapter, and the routed set on the targets (default: the pipeline's targets)."""
 
     targets: list[EvalTarget] | None = None
     arms: list[Arms] = Field(default_factory=lambda: list(ALL_ARMS), min_length=1)
-    engine: Literal["hf", "server"] = "hf"
-    base_url: str | None = None
-    served_model: str | None = None
-    load_adapters: bool = False
-    user: str = "scripted"
-    judge: str | None = None
-    trials: int = Field(default=1, ge=1)
-    max_steps: int = Field(default=100, ge=1)
-    max_errors: int = Field(default=10, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=0.0, ge=0.0)
-    concurrency: int = Field(default=4, ge=1)
 
 
 class PipelineConfig(_Strict):
@@ -262,4 +241,4 @@ def load_config(path: Path, run_dir: str | None = None) -> PipelineConfig:
         raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
     if run_dir is not None:
         data["run_dir"] = run_dir
-    return parse_config(data, str(path))
+    return parse_config(data, f"--config {path}")

@@ -29,14 +29,12 @@ class EvalStage(Stage):
 
         e = ctx.config.eval
         config = EvalConfig(
-            targets=ctx.config.eval_targets(), out=ctx.folder, arms=e.arms, model=ctx.model(),
+            **e.model_dump(exclude={"targets"}), targets=ctx.config.eval_targets(), out=ctx.folder, model=ctx.model(),
             adapters={k: str(v) for k, v in adapter_dirs(ctx).items()}, menu=str(ctx.run_dir / "route" / "menu.json"),
             registry=str(ctx.config.registry_path()), sandbox=ctx.config.sandbox,
-            router=RouterConfig.model_validate(ctx.inputs["route"].value["router"]), engine=e.engine, base_url=e.base_url,
-            served_model=e.served_model, load_adapters=e.load_adapters, device=ctx.config.device, dtype=ctx.config.dtype,
-            user=e.user, judge=e.judge, trials=e.trials, max_steps=e.max_steps, max_errors=e.max_errors, max_tokens=e.max_tokens,
-            temperature=e.temperature, seed=ctx.config.seed, concurrency=e.concurrency,
-        )  # fmt: skip
+            router=RouterConfig.model_validate(ctx.inputs["route"].value["router"]), device=ctx.config.device,
+            dtype=ctx.config.dtype, seed=ctx.config.seed,
+        )
         report = run_eval(config, progress=lambda label, d, t, p: ctx.progress(f"eval · {label}", d, t), stop=ctx.stop, fresh=not ctx.resume)
         if all(arm.scored == 0 for arm in report.arms):
             raise StageError(f"every eval episode ended in an error; see the trajectories under {ctx.folder / 'arms'}")

@@ -57,10 +57,9 @@ class RolloutsStage(Stage):
                 for target in c.targets:
                     out = ctx.folder / target.name
                     config = RolloutConfig(
-                        target=target.name, out=out, policy=spec, tasks_file=target.tasks_file, task_ids=task_ids(target),
-                        backend=r.backend, user=r.user, judge=r.judge, trials=r.trials, concurrency=r.concurrency,
-                        max_steps=r.max_steps, max_errors=r.max_errors, seed=c.seed, temperature=r.temperature, max_tokens=r.max_tokens,
-                    )  # fmt: skip
+                        **r.model_dump(exclude={"policy", "base_url"}), target=target.name, out=out, policy=spec,
+                        tasks_file=target.tasks_file, task_ids=task_ids(target), seed=c.seed,
+                    )
                     label = f"rollouts · {target.name}"
                     runner = Rollout(config, policy=policy, stop=ctx.stop, progress=lambda d, t, p, label=label: ctx.progress(label, d, t))
                     tasks = out / "tasks.json"
