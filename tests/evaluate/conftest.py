@@ -11,10 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from tests.targets.helpers import isolate_llm_env, requires_servers  # noqa: E402
+from tests.targets.helpers import isolate_llm_env  # noqa: E402
 
 CAPABILITY = "precondition_verification"
-pytestmark = requires_servers
 
 
 @pytest.fixture(autouse=True)

@@ -59,6 +59,7 @@ def monkeypatch_module():
         yield patch
 
 
+@pytest.mark.slow
 def test_every_arm_runs_on_one_model_load_and_reports_the_papers_overall(evaluated) -> None:
     out, report, loads = evaluated
     assert loads == 1  # base arm, adapter arm, routed arm and the router: one from_pretrained
@@ -78,6 +79,7 @@ def test_every_arm_runs_on_one_model_load_and_reports_the_papers_overall(evaluat
     assert json.loads((out / "results.json").read_text())["arms"] == report["arms"]
 
 
+@pytest.mark.slow
 def test_arms_behave_exactly_like_the_policies_they_stand_for(evaluated, tiny_path: Path, adapters_dir: Path, tmp_path: Path) -> None:
     out, report, _ = evaluated
     reference = {}
@@ -104,6 +106,7 @@ def test_arms_behave_exactly_like_the_policies_they_stand_for(evaluated, tiny_pa
     assert sum(routes.values()) == 3 and set(routes) <= {CAPABILITY, "(base)"}
 
 
+@pytest.mark.slow
 def test_table_fits_80_columns_and_a_second_run_resumes(evaluated, adapters_dir: Path, gated_registry: Path) -> None:
     out, report, _ = evaluated
     before = {p: p.read_text() for p in sorted((out / "arms").rglob("trajectories.jsonl"))}

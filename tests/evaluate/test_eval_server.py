@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from factory.cli import app
@@ -17,6 +18,7 @@ from tests.targets.helpers import requires_servers
 pytestmark = requires_servers
 
 
+@pytest.mark.slow
 def test_arms_ask_the_server_for_the_base_model_the_adapter_and_the_routed_choice(
     tiny_path: Path, adapters_dir: Path, gated_registry: Path, tmp_path: Path
 ) -> None:

@@ -7,6 +7,7 @@ output: that is how the tests tell "its config changed" from "what it hands on c
 from __future__ import annotations
 
 import hashlib
+import json
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -158,3 +159,31 @@ def test_an_unreadable_state_file_is_one_line(tmp_path: Path, stages) -> None:
     (tmp_path / "run" / "pipeline.json").write_text("{not json")
     with pytest.raises(FactoryError, match="pipeline.json is unreadable .*remove it to run every stage again"):
         run_pipeline(config(tmp_path), stages[0])
+
+
+@pytest.mark.parametrize(
+    "error, code, message",
+    [
+        (KeyboardInterrupt(), 130, "interrupted during b; run the same command again to resume there"),
+        (StageError("no env passed the gate"), 1, "b failed: no env passed the gate (finished stages are kept; fix and run again)"),
+    ],
+)
+def test_the_command_ends_an_interrupted_or_failed_stage_in_one_line(
+    error: BaseException, code: int, message: str, tmp_path: Path, stages, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    import factory.pipeline.stages as registry
+    from factory.cli import app
+
+    toys, _ = stages
+    toys[1].fail_next = error
+    monkeypatch.setattr(registry, "STAGES", toys)
+    path = tmp_path / "pipeline.toml"
+    path.write_text('model = "m"\n[[targets]]\nname = "tau2-airline"\n')
+    result = CliRunner().invoke(app, ["run", "--config", str(path), "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == code and result.output.strip().splitlines()[-1] == f"error: {message}"
+    assert StateStore(tmp_path / "run").load().stages["b"].status == ("running" if code == 130 else "failed")
+    again = CliRunner().invoke(app, ["run", "--config", str(path), "--run-dir", str(tmp_path / "run"), "--json"])
+    assert again.exit_code == 0, again.output
+    assert [(o["stage"], o["action"]) for o in json.loads(again.stdout)["outcomes"]] == [("a", "cached"), ("b", "resumed"), ("c", "ran")]

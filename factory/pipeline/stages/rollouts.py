@@ -53,6 +53,8 @@ class RolloutsStage(Stage):
         info: dict[str, Any] = {"policy": spec, "summaries": {}}
         with llm_base_url(r.base_url):
             policy = load_policy(spec, temperature=r.temperature, max_tokens=r.max_tokens)
+            if spec.startswith("hf:") and c.device != "cpu":  # hf: policies load on the CPU; the config says where to run
+                policy.model.to(c.device)  # type: ignore[attr-defined]
             try:
                 for target in c.targets:
                     out = ctx.folder / target.name
