@@ -56,8 +56,11 @@ def adapter_paths(config: EvalConfig) -> dict[str, Path]:
 
 
 def settings(config: EvalConfig, adapters: dict[str, Path], model: str) -> dict[str, Any]:
-    """What the numbers mean: changing any of it makes earlier results of this folder another evaluation."""
-    kept = config.model_dump(mode="json", exclude={"out", "concurrency", "sandbox", "registry", "device", "menu", "capabilities", "adapters", "model"})
+    """What the numbers mean: changing any of it makes earlier results of this folder another evaluation.
+    Arms and targets are left out: each has its own folder, so adding one (or tasks) reuses the rest."""
+    kept = config.model_dump(mode="json", exclude={
+        "out", "concurrency", "sandbox", "registry", "device", "menu", "capabilities", "adapters", "model", "arms", "targets",
+    })  # fmt: skip
     kept["model"] = model
     kept["adapters"] = {name: tree_digest(path) for name, path in sorted(adapters.items())}
     for key in ("menu", "capabilities"):

@@ -77,6 +77,10 @@ def test_every_arm_runs_on_one_model_load_and_reports_the_papers_overall(evaluat
         assert by_domain["tau2-airline"]["tasks"] == 2 and by_domain["tau2-retail"]["tasks"] == 1
     assert (out / "pass_rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((out / "results.json").read_text())["arms"] == report["arms"]
+    routed = [out / "arms" / "routed" / t / "trajectories.jsonl" for t in ("tau2-airline", "tau2-retail")]
+    analysed = invoke("analyze", *routed, "--out", out / "analysis", "--bootstrap", "0", "--json")  # kept for factory analyze
+    assert analysed.exit_code == 0, analysed.output
+    assert json.loads(analysed.stdout)["n_trajectories"] == 3
 
 
 @pytest.mark.slow

@@ -28,7 +28,7 @@ class BuildStage(Stage):
     needs = {"analyze": ("plan",)}
 
     def section(self, config: PipelineConfig) -> Any:
-        return config.build.model_dump()
+        return {"build": config.build.model_dump(), "registry": str(config.registry_path().resolve())}
 
     def run(self, ctx: StageContext) -> Handoff:
         from env_registry.registry import Registry
