@@ -41,7 +41,9 @@ def command(run_dir: Path, *extra: str) -> list[str]:
 
 
 def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
+    """Complete lines only: a line being appended while we read is not one yet."""
+    text = path.read_text() if path.exists() else ""
+    return text[: text.rfind("\n") + 1].splitlines()
 
 
 def state(run_dir: Path) -> dict:
