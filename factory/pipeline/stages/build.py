@@ -32,7 +32,8 @@ class BuildStage(Stage):
 
     def run(self, ctx: StageContext) -> Handoff:
         from env_registry.registry import Registry
-        from factory.build import BuildResult
+        from factory.build import BuildError, BuildResult
+        from factory.llm.errors import LLMError
 
         plan = ctx.inputs["analyze"].value["plan"]
         registry = Registry(ctx.config.registry_path())
@@ -43,7 +44,12 @@ class BuildStage(Stage):
             record = ctx.folder / f"{item['name']}.json"
             result = BuildResult.model_validate_json(record.read_text(encoding="utf-8")) if ctx.resume and record.exists() else None
             if result is None or not self._still_registered(result, registry):
-                result = self._build(ctx, item)
+                try:
+                    result = self._build(ctx, item)
+                except (BuildError, LLMError) as exc:  # no blueprint and no LLM, or the LLM failed: this one only
+                    results[item["name"]] = {"registered": False, "gym_id": None, "validation": "not run", "seconds": 0.0, "error": str(exc)}
+                    ctx.note(f"build: {item['name']} was not built ({exc}); it is left out")
+                    continue
                 record.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
             results[item["name"]] = {"registered": result.registered, "gym_id": result.gym_id, "validation": result.validation,
                                      "seconds": result.seconds, "error": result.error or _first_failure(result)}  # fmt: skip
@@ -56,7 +62,7 @@ class BuildStage(Stage):
         ctx.progress("build (gate in the sandbox)", len(plan), len(plan))
         if not envs:
             first = next(iter(results.values()))
-            raise StageError(f"no env passed the gate ({first['error']}); see {ctx.folder}")
+            raise StageError(f"no env was built ({first['error']}); see {ctx.folder}")
         info = {"results": results, "gate": reduced_gate(ctx.config.build.gate), "generator": ctx.config.build.llm or "blueprint",
                 "registry": str(registry.root)}  # fmt: skip
         return Handoff(value={"envs": envs}, info=info)
