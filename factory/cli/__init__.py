@@ -10,7 +10,8 @@ import sys
 
 import typer
 
-from factory.cli import analyze, build, envs, rollout, route, sandbox, train, validate
+from factory.cli import analyze, build, envs, rollout, route, run, sandbox, train, validate
+from factory.cli import eval as evaluate
 from factory.cli.common import errors, last_resort, safe, usage_message
 from sandbox.leftovers import reap_once
 
@@ -29,6 +30,8 @@ app.command("validate")(validate.validate)
 app.add_typer(envs.app, name="envs")
 app.command("train")(train.train)
 app.command("route")(route.route)
+app.command("eval")(evaluate.eval_command)
+app.command("run")(run.run_command)
 app.add_typer(sandbox.app, name="sandbox")
 
 

@@ -110,6 +110,7 @@ class HFPolicy(Policy):
             )
         except Exception as exc:  # noqa: BLE001 - template errors come as jinja or value errors
             raise PolicyError(f"policy {self.spec}: chat template failed: {type(exc).__name__}: {exc}") from None
+        inputs = inputs.to(self.model.device)  # a model on a GPU (factory eval --device cuda) takes its inputs there
         sample = bool(self.temperature and self.temperature > 0)
         options: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": sample}
         if sample:

@@ -1,0 +1,177 @@
+"""``factory eval``: the base model, each adapter alone, and the routed set on τ², side by side."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+from pydantic import ValidationError
+
+from factory.cli.common import JsonOption, RegistryOption, SandboxOption, check_backend, console, errors, fail, safe
+from factory.cli.summary import summary_table
+from factory.errors import FactoryError
+
+if TYPE_CHECKING:
+    from factory.evaluate.schema import EvalConfig, EvalReport
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def split_task_ids(values: list[str] | None, targets: list[str]) -> dict[str, list[str] | None]:
+    """``--task-ids 0,1`` (every target) or ``--task-ids tau2-retail:3,4`` (one target)."""
+    chosen: dict[str, list[str] | None] = {t: None for t in targets}
+    for value in values or []:
+        target, sep, ids = value.partition(":")
+        names = targets if not sep else [target]
+        if sep and target not in targets:
+            fail(f"--task-ids {value!r}: {target!r} is not one of the --target values ({', '.join(targets)})")
+        parts = [p.strip() for p in (ids if sep else value).split(",") if p.strip()]
+        for name in names:
+            chosen[name] = (chosen[name] or []) + parts
+    return chosen
+
+
+def _adapters(adapters_dir: Path | None, flags: list[str] | None) -> dict[str, str]:
+    from router.loading import adapters_in, parse_adapter_flags
+
+    found = {k: str(v) for k, v in adapters_in(adapters_dir).items()} if adapters_dir else {}
+    found.update({k: str(v) for k, v in parse_adapter_flags(flags or []).items()})
+    return found
+
+
+def eval_command(
+    target: Annotated[list[str], typer.Option("--target", help="tau2-airline and/or tau2-retail (repeat for both: the paper's overall is over both).")],
+    adapters_dir: Annotated[Optional[Path], typer.Option("--adapters", help="Folder with one PEFT adapter folder per capability, named after it.")] = None,
+    adapter: Annotated[Optional[list[str]], typer.Option("--adapter", help="One adapter as CAPABILITY=PATH (repeatable).")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Base model folder or hub id (default: the adapters' base model).")] = None,
+    arms: Annotated[str, typer.Option("--arms", help="Comma-separated: base, adapters (each alone), routed.")] = "base,adapters,routed",
+    task_ids: Annotated[Optional[list[str]], typer.Option("--task-ids", help="Task ids: 0,1,2 for every target or tau2-retail:3,4 for one (repeatable).")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Only the first N tasks of each target.")] = None,
+    menu: Annotated[Optional[Path], typer.Option("--menu", help="Routing menu saved by `factory route --save-menu` (no sandbox needed).")] = None,
+    capabilities: Annotated[Optional[Path], typer.Option("--capabilities", help="capabilities.json from `factory analyze`: menu descriptions and order.")] = None,
+    debias: Annotated[bool, typer.Option("--debias", help="Route with cyclic label-order debiasing.")] = False,
+    soft: Annotated[bool, typer.Option("--soft", help="Mix the most probable adapters (engine hf only).")] = False,
+    engine: Annotated[str, typer.Option("--engine", help="hf: one local transformers model; server: an OpenAI-compatible server (vLLM) serving LoRA modules.")] = "hf",
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="With --engine server: the server's /v1 URL.")] = None,
+    served_model: Annotated[Optional[str], typer.Option("--served-model", help="With --engine server: the base model's served name (default: --model).")] = None,
+    load_adapters: Annotated[bool, typer.Option("--load-adapters", help="With --engine server: load each adapter into vLLM first (runtime LoRA API).")] = False,
+    user: Annotated[str, typer.Option("--user", help="Simulated user: scripted or an LLM spec.")] = "scripted",
+    judge: Annotated[Optional[str], typer.Option("--judge", help="LLM that judges NL assertions; without it they are reported as not judged.")] = None,
+    trials: Annotated[int, typer.Option("--trials", min=1, help="Episodes per task.")] = 1,
+    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Agent turns before an episode is cut.")] = 100,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Tokens per agent turn (hf default 512).")] = None,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy).")] = 0.0,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256, help="Episodes in parallel (generation is shared).")] = 4,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the per-episode seeds.")] = 0,
+    device: Annotated[str, typer.Option("--device", help="Torch device: cpu, cuda, cuda:1, mps.")] = "cpu",
+    dtype: Annotated[str, typer.Option("--dtype", help="auto, float32, bfloat16 or float16.")] = "auto",
+    out: Annotated[Path, typer.Option("--out", help="Output folder; an existing one with the same settings is resumed.")] = Path("eval"),
+    fresh: Annotated[bool, typer.Option("--fresh", help="Discard earlier results in --out and start over.")] = False,
+    registry: RegistryOption = None,
+    sandbox: SandboxOption = "auto",
+    as_json: JsonOption = False,
+) -> None:
+    """Evaluate the base model, each adapter alone and the routed set on τ² (TRACE's evaluation).
+
+    Every arm is a `factory rollout` run with the same tasks, user and seeds: its trajectories are kept under --out/arms/ARM/TARGET for `factory analyze`. One base model serves every arm; adapters are switched with PEFT, and the routed arm asks the router (frozen base model, adapters disabled) per task. Reports τ² pass rate per domain and overall (solved over the union of the domains' tasks, as in the paper), a table, a PNG bar chart and results.json. ToolSandbox similarity is not measured: this project has no native ToolSandbox adapter.
+
+    Examples:
+
+    factory eval --target tau2-airline --target tau2-retail --adapters runs/adapters --capabilities analysis/capabilities.json
+
+    factory eval --target tau2-airline --limit 5 --adapters adapters/ --menu menu.json --arms base,routed --json
+
+    factory eval --target tau2-retail --adapters adapters/ --menu menu.json --engine server --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B --load-adapters
+    """
+    check_backend(sandbox)
+    wanted = [a.strip() for a in arms.split(",") if a.strip()]
+    try:
+        config = _config(locals(), wanted)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"] if not isinstance(p, int)) or "options"
+        fail(f"{where}: {first['msg'].removeprefix('Value error, ')}")
+    except FactoryError as exc:
+        fail(" ".join(str(exc).split()))
+    report = _run(config, fresh, as_json)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        print_report(report)
+
+
+def _config(args: dict[str, Any], wanted: list[str]) -> "EvalConfig":
+    from factory.evaluate.schema import EvalConfig, EvalTarget
+    from router.schema import RouterConfig
+
+    targets = list(dict.fromkeys(args["target"]))
+    ids = split_task_ids(args["task_ids"], targets)
+    return EvalConfig(
+        targets=[EvalTarget(name=t, task_ids=ids[t], limit=args["limit"]) for t in targets],
+        out=args["out"], arms=wanted, model=args["model"], adapters=_adapters(args["adapters_dir"], args["adapter"]),
+        menu=str(args["menu"]) if args["menu"] else None,
+        capabilities=str(args["capabilities"]) if args["capabilities"] else None,
+        registry=str(args["registry"]) if args["registry"] else None, sandbox=args["sandbox"],
+        router=RouterConfig(debias="cyclic" if args["debias"] else "none", soft=args["soft"]),
+        engine=args["engine"], base_url=args["base_url"], served_model=args["served_model"], load_adapters=args["load_adapters"],
+        device=args["device"], dtype=args["dtype"], user=args["user"], judge=args["judge"], trials=args["trials"],
+        max_steps=args["max_steps"], max_tokens=args["max_tokens"], temperature=args["temperature"], seed=args["seed"],
+        concurrency=args["concurrency"],
+    )  # fmt: skip
+
+
+def _run(config: "EvalConfig", fresh: bool, as_json: bool) -> "EvalReport":
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from env_registry.targets.errors import TargetError
+    from factory.evaluate.runner import run_eval
+    from factory.llm import LLMConfigError
+    from sandbox import SandboxError
+
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() else None
+    show = not as_json and errors.is_terminal
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("passed {task.fields[passed]}"),
+                      TimeElapsedColumn(), console=errors, disable=not show) as bar:  # fmt: skip
+            jobs: dict[str, Any] = {}
+
+            def progress(label: str, done: int, total: int, passed: int) -> None:
+                if label not in jobs:
+                    jobs[label] = bar.add_task(safe(label), total=total, passed=0)
+                bar.update(jobs[label], completed=done, total=total, passed=passed)
+
+            def menu_progress(name: str, done: int, total: int) -> None:
+                progress("routing menu (demos in the sandbox)", done, total, 0)
+
+            return run_eval(config, progress=progress, stop=stop, fresh=fresh, menu_progress=menu_progress)
+    except (FactoryError, TargetError, SandboxError, LLMConfigError) as exc:
+        fail(" ".join(str(exc).split()))
+    except OSError as exc:
+        fail(f"cannot write to {config.out}: {exc.strerror or exc}", 1)
+    except KeyboardInterrupt:
+        fail("interrupted; run the same command again to resume (finished episodes are kept)", 130)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    raise AssertionError("unreachable")
+
+
+def print_report(report: "EvalReport") -> None:
+    from factory.evaluate.render import columns, routes_line, rows
+    from factory.evaluate.schema import TOOLSANDBOX_NOTE
+
+    console.print(summary_table("τ² pass rate (passed/scored)", columns(report), rows(report), width=min(console.width, 80), key="arm"))
+    line = routes_line(report)
+    if line:
+        console.print(safe(line), highlight=False)
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {safe(note)}", highlight=False)
+    console.print(f"[yellow]note:[/] {safe(TOOLSANDBOX_NOTE)}.", highlight=False)
+    chart = f" and {report.chart}" if report.chart else ""
+    console.print(f"wrote {safe(report.out)}/results.json{safe(chart)}; trajectories under {safe(report.out)}/arms/ (for `factory analyze`)", highlight=False)

@@ -1,0 +1,88 @@
+"""Stage 4, train: one LoRA adapter per built env with the trainer's GRPO loop (``factory train``'s engine).
+
+``train/<capability>/`` is the trainer's run folder (adapter/, metrics.jsonl, reward_curve.png,
+checkpoints/, summary.json). An interrupted stage resumes each run from its last checkpoint; a finished
+capability is not trained again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from factory.pipeline.config import PipelineConfig
+from factory.pipeline.digests import tree_digest
+from factory.pipeline.stages.base import Stage, StageContext, StageError, model_key
+from factory.pipeline.state import Handoff
+
+
+def point_gym_at(registry: Path, envs: dict[str, dict[str, Any]]) -> None:
+    """Make each env id resolve to the run's registry, even if this process registered the same id from
+    another registry earlier (Gymnasium's registry is process-wide and keyed by id only)."""
+    import gymnasium as gym
+
+    from env_registry.registration import ENTRY_POINT, register_all
+    from env_registry.registry import Registry
+
+    root = str(Registry(registry).root)
+    register_all(root)
+    for name, env in envs.items():
+        spec = gym.registry.get(env["gym_id"])
+        if spec is None or spec.kwargs.get("registry_root") != root:
+            gym.registry.pop(env["gym_id"], None)
+            gym.register(id=env["gym_id"], entry_point=ENTRY_POINT, kwargs={"capability": name, "version": env["version"], "registry_root": root})
+
+
+class TrainStage(Stage):
+    name = "train"
+    needs = {"build": ("envs",)}
+
+    def section(self, config: PipelineConfig) -> Any:
+        return {"train": config.train, "model": model_key(config), "seed": config.seed}
+
+    def run(self, ctx: StageContext) -> Handoff:
+        try:
+            from trainer.config import TrainConfig
+            from trainer.loop import GRPORun
+        except ImportError:
+            raise StageError("the train stage needs the trainer (trainer.loop): install trace-factory with its train extra") from None
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the stage's own bar is the one to watch
+        envs = ctx.inputs["build"].value["envs"]
+        point_gym_at(ctx.config.registry_path(), envs)
+        adapters, files, info = {}, {}, {}
+        for name, env in envs.items():
+            out = ctx.folder / name
+            settings = {**ctx.config.train, "model": ctx.model(), "output_dir": str(out)}
+            settings.setdefault("seed", ctx.config.seed)
+            if ctx.config.sandbox != "auto":
+                settings.setdefault("sandbox", ctx.config.sandbox)
+            config = TrainConfig.model_validate(settings)
+            if not self._finished(out):
+                total = config.grpo.iterations + config.warm_start.steps
+                rows = [0]
+
+                def tick(row: Any, name: str = name, total: int = total, rows: list[int] = rows) -> None:
+                    rows[0] += 1
+                    ctx.progress(f"train · {name}", rows[0], total)
+
+                GRPORun(env["gym_id"], config, on_iteration=tick).train(resume=True)
+            adapter = out / "adapter"
+            adapters[name] = files[ctx.rel(adapter)] = tree_digest(adapter)
+            info[name] = {"gym_id": env["gym_id"], "summary": _summary(out), "metrics": ctx.rel(out / "metrics.jsonl"),
+                          "curve": ctx.rel(out / "reward_curve.png") if (out / "reward_curve.png").exists() else None}  # fmt: skip
+        return Handoff(value={"adapters": adapters}, files=files, info=info)
+
+    @staticmethod
+    def _finished(out: Path) -> bool:
+        return (out / "summary.json").is_file() and (out / "adapter" / "adapter_config.json").is_file()
+
+
+def _summary(out: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        return json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}

@@ -1,0 +1,66 @@
+"""Stage decisions that need no model or sandbox: what gets built, and the one-line failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from factory.pipeline.config import parse_config
+from factory.pipeline.stages.analyze import build_plan
+from factory.pipeline.stages.base import StageContext, StageError
+from factory.pipeline.stages.build import BuildStage, reduced_gate
+from factory.pipeline.state import Handoff
+from schemas.capability import CapabilityFinding, CapabilityReport, CapabilityStats
+
+
+def finding(name: str, coverage: float) -> CapabilityFinding:
+    stats = CapabilityStats(capability=name, er_success=0.0, er_failure=0.5, gap=0.5, coverage=coverage, selected=True)
+    return CapabilityFinding(name=name, description=f"{name} described by the analysis", stats=stats)
+
+
+def report(*selected: CapabilityFinding) -> CapabilityReport:
+    return CapabilityReport(labeler="offline", runs=1, delta=0.2, coverage_threshold=0.1, min_runs=1, n_trajectories=10,
+                            n_successes=5, n_failures=5, targets=["tau2-airline"], capabilities=list(selected))  # fmt: skip
+
+
+def config(**analyze: object):
+    return parse_config({"model": "m", "targets": [{"name": "tau2-airline"}], "analyze": analyze})
+
+
+def test_the_plan_is_the_selection_capped_by_coverage_rank_else_the_fallback() -> None:
+    selected = report(finding("precondition_verification", 0.6), finding("multi_step_task_completion", 0.3))
+    plan, source = build_plan(selected, config(max_capabilities=1, fallback=["tool_calling_precision"]))
+    assert source == "analysis" and plan == [
+        {"name": "precondition_verification", "description": "precondition_verification described by the analysis", "target": "tau2-airline"}
+    ]
+    plan, source = build_plan(report(), config(fallback=["tool_calling_precision", {"name": "refund_rules", "description": "Looks up refund rules", "target": "tau2-retail"}]))
+    assert source == "fallback"
+    assert [(p["name"], p["target"]) for p in plan] == [("tool_calling_precision", "tau2-retail"), ("refund_rules", "tau2-retail")]
+    assert plan[1]["description"] == "Looks up refund rules"
+    assert build_plan(report(), config()) == ([], "fallback")
+
+
+def test_an_unknown_fallback_is_one_line() -> None:
+    with pytest.raises(StageError, match="analyze.fallback 'refund_rules': unknown capability 'refund_rules': describe it"):
+        build_plan(report(), config(fallback=["refund_rules"]))
+
+
+def test_a_capability_without_blueprint_or_llm_is_left_out_and_nothing_built_fails_the_stage(tmp_path: Path) -> None:
+    cfg = parse_config({"model": "m", "run_dir": str(tmp_path / "run"), "targets": [{"name": "tau2-airline"}]})
+    plan = [{"name": "refund_rules", "description": "Looks up refund rules", "target": "tau2-retail"}]
+    notes: list[str] = []
+    ctx = StageContext(config=cfg, run_dir=tmp_path / "run", folder=tmp_path / "run" / "build", inputs={"analyze": Handoff(value={"plan": plan})},
+                       resume=False, note=notes.append)  # fmt: skip
+    ctx.folder.mkdir(parents=True)
+    with pytest.raises(StageError, match=r"no env was built \(no built-in blueprint for 'refund_rules' and no LLM configured"):
+        BuildStage().run(ctx)
+    assert notes and notes[0].startswith("build: refund_rules was not built")
+
+
+def test_reduced_gate_settings_are_stated_against_the_defaults() -> None:
+    from schemas.validation import ValidationConfig
+
+    defaults = ValidationConfig()
+    reduced = {"solvability_seeds": 8, "fuzz_examples": defaults.fuzz_examples}
+    assert reduced_gate(reduced) == {"solvability_seeds": f"8 (default {defaults.solvability_seeds})"}
