@@ -3,7 +3,8 @@
 The raw tiny model never writes a well-formed call (reward 0, every group zero-variance: GRPO has nothing
 to learn from), so a short supervised warm start on the env's reference solutions comes first; it is
 kept short enough that the policy still almost always fails. From there GRPO alone must take the mean
-reward to at least 0.8 over the last 10 iterations. The curve is asserted, not the time.
+reward to at least 0.75 over the last 10 iterations, and at least 0.4 above where it started. The curve
+is asserted, not the time; it is printed, and the run's curve.png is written like any other run's.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from trainer.loop import GRPORun
 from trainer.report import tail_mean
 
 SETTINGS = [
-    "threads=1", "sandbox='bwrap'", "grpo.groups=4", "grpo.group_size=8", "grpo.lr=1.5e-3",
-    "grpo.micro_batch_size=8", "rollout.max_new_tokens=24", "rollout.max_seq_len=1024", "warm_start.steps=7",
-    "warm_start.lr=1e-2", "save_every=100",
+    "threads=1", "sandbox='bwrap'", "grpo.groups=4", "grpo.group_size=8", "grpo.lr=1e-3",
+    "grpo.micro_batch_size=8", "rollout.max_new_tokens=24", "rollout.max_seq_len=1024", "warm_start.steps=10",
+    "warm_start.lr=5e-3", "save_every=100",
 ]
-ITERATIONS = 40
+ITERATIONS = 50
 
 
 @pytest.mark.learning
@@ -34,8 +35,9 @@ def test_grpo_takes_the_tiny_model_from_near_zero_to_the_tool_call(tmp_path: Pat
     print("reward curve:", " ".join(f"{r:.2f}" for r in curve))  # the figures behind the claim, in the test log
     assert len(curve) == ITERATIONS and all(r is not None for r in curve)
     start = sum(curve[:3]) / 3
-    assert start <= 0.25, f"the warm start alone already solves the task (first iterations {curve[:3]})"
-    assert tail_mean(run.rows, 10) >= 0.8, f"GRPO did not learn the call: {curve}"
+    assert start <= 0.3, f"the warm start alone already solves the task (first iterations {curve[:3]})"
+    end = tail_mean(run.rows, 10)
+    assert end is not None and end >= 0.75 and end >= start + 0.4, f"GRPO did not learn the call: {curve}"
     trained = [r.trained_rollouts for r in run.rows if r.phase == "grpo"]
     assert sum(1 for t in trained if t > 0) >= ITERATIONS // 2  # updates really happened, on most iterations
     assert result.curve and Path(result.curve).exists()
