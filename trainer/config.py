@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from factory.config_file import read_toml
 from trainer.errors import TrainError
 
 
@@ -158,14 +159,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """
     data: dict[str, Any] = {}
     if path is not None:
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise TrainError(f"--config {path}: no such file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TrainError(f"--config {path}: cannot read it ({exc.__class__.__name__})") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise TrainError(f"--config {path}: not valid TOML ({exc})") from None
+        data = read_toml(path, TrainError)
     known = _known_keys(TrainConfig)
     for item in overrides or []:
         key, sep, raw = item.partition("=")

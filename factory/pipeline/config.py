@@ -15,12 +15,12 @@ and ``output_dir``, which the pipeline sets. ``[build.gate]`` takes the validati
 from __future__ import annotations
 
 import difflib
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from factory.config_file import read_toml
 from factory.errors import FactoryError
 from factory.evaluate.schema import ALL_ARMS, Arms, EngineSettings, EpisodeSettings, EvalTarget
 from router.schema import RouterConfig
@@ -229,16 +229,7 @@ def parse_config(data: dict[str, Any], source: str = "config") -> PipelineConfig
 def load_config(path: Path, run_dir: str | None = None) -> PipelineConfig:
     """Read and check a pipeline TOML file; ``run_dir`` (from ``--run-dir``) replaces the file's."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"--config {path}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"--config {path}: is a folder; pass the pipeline's .toml file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--config {path}: cannot read it ({type(exc).__name__})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
+    data = read_toml(path, ConfigError)
     if run_dir is not None:
         data["run_dir"] = run_dir
     return parse_config(data, f"--config {path}")

@@ -3,7 +3,7 @@
 The raw tiny model never writes a well-formed call (reward 0, every group zero-variance: GRPO has nothing
 to learn from), so a short supervised warm start on the env's reference solutions comes first; it is
 kept short enough that the policy still almost always fails. From there GRPO alone must take the mean
-reward to at least 0.75 over the last 10 iterations, and at least 0.4 above where it started. The curve
+reward to at least 0.8 over the last 10 iterations, and at least 0.4 above where it started. The curve
 is asserted, not the time; it is printed, and the run's curve.png is written like any other run's.
 """
 
@@ -37,7 +37,7 @@ def test_grpo_takes_the_tiny_model_from_near_zero_to_the_tool_call(tmp_path: Pat
     start = sum(curve[:3]) / 3
     assert start <= 0.3, f"the warm start alone already solves the task (first iterations {curve[:3]})"
     end = tail_mean(run.rows, 10)
-    assert end is not None and end >= 0.75 and end >= start + 0.4, f"GRPO did not learn the call: {curve}"
+    assert end is not None and end >= 0.8 and end >= start + 0.4, f"GRPO did not learn the call: {curve}"
     trained = [r.trained_rollouts for r in run.rows if r.phase == "grpo"]
     assert sum(1 for t in trained if t > 0) >= ITERATIONS // 2  # updates really happened, on most iterations
     assert result.curve and Path(result.curve).exists()
