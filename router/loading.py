@@ -4,6 +4,8 @@ An adapters folder holds one PEFT adapter folder per capability, named after it:
 
     adapters/precondition_verification/adapter_config.json (+ adapter_model.safetensors)
     adapters/permission_error_recovery/...
+
+or is the folder ``factory train`` writes its runs into (``runs/<capability>/adapter/``), read as it is.
 """
 
 from __future__ import annotations
@@ -33,9 +35,16 @@ def adapters_in(folder: Path) -> dict[str, Path]:
     folder = Path(folder)
     if not folder.is_dir():
         raise AdapterError(f"--adapters {folder}: no such folder")
-    found = dict(_check(p.name, p) for p in sorted(folder.iterdir()) if p.is_dir() and (p / "adapter_config.json").is_file())
+    found: dict[str, Path] = {}
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        for candidate in (sub, sub / "adapter"):  # an adapter folder, or a `factory train` run folder
+            if (candidate / "adapter_config.json").is_file():
+                name, path = _check(sub.name, candidate)
+                found[name] = path
+                break
     if not found:
-        raise AdapterError(f"--adapters {folder}: no adapter folders inside (expected <capability>/adapter_config.json)")
+        raise AdapterError(f"--adapters {folder}: no adapter folders inside (expected <capability>/adapter_config.json, "
+                           "or <capability>/adapter/ as `factory train` writes it)")
     return found
 
 

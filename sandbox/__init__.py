@@ -4,7 +4,7 @@
     with open_sandbox() as sb:                      # docker, else bwrap; never unsandboxed
         sb.put_files({"env.py": source})
         res = sb.exec(["python", "env.py"], timeout_s=10)
-        w = sb.start_worker("env_registry.some_handler")
+        w = sb.start_worker("trace_env.handler")
         w.call("reset", {"seed": 1})
 
 Backends: ``bwrap`` (bubblewrap namespaces, non-root uid, rlimits), ``docker`` (locked-down

@@ -46,7 +46,7 @@ def _adapters(adapters_dir: Path | None, flags: list[str] | None) -> dict[str, s
 
 def eval_command(
     target: Annotated[list[str], typer.Option("--target", help="tau2-airline and/or tau2-retail (repeat for both: the paper's overall is over both).")],
-    adapters_dir: Annotated[Optional[Path], typer.Option("--adapters", help="Folder with one PEFT adapter folder per capability, named after it.")] = None,
+    adapters_dir: Annotated[Optional[Path], typer.Option("--adapters", help="Folder with one adapter per capability, named after it: a PEFT adapter folder, or a `factory train` run folder.")] = None,
     adapter: Annotated[Optional[list[str]], typer.Option("--adapter", help="One adapter as CAPABILITY=PATH (repeatable).")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Base model folder or hub id (default: the adapters' base model).")] = None,
     arms: Annotated[str, typer.Option("--arms", help="Comma-separated: base, adapters (each alone), routed.")] = "base,adapters,routed",
@@ -82,7 +82,7 @@ def eval_command(
 
     Examples:
 
-    factory eval --target tau2-airline --target tau2-retail --adapters runs/adapters --capabilities analysis/capabilities.json
+    factory eval --target tau2-airline --target tau2-retail --adapters runs/ --capabilities analysis/capabilities.json
 
     factory eval --target tau2-airline --limit 5 --adapters adapters/ --menu menu.json --arms base,routed --json
 

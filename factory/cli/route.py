@@ -26,7 +26,7 @@ def _alphabet(text: str | None) -> list[str] | None:
 def route(
     tasks: Annotated[Optional[list[Path]], typer.Argument(help="Trajectory files (τ²-bench results, τ-bench results or our JSONL): each one's first observation is routed.", show_default=False)] = None,
     text: Annotated[Optional[list[str]], typer.Option("--text", help="Route this text as a task's first user message (repeatable).")] = None,
-    adapters_dir: Annotated[Optional[Path], typer.Option("--adapters", help="Folder with one PEFT adapter folder per capability, named after it.")] = None,
+    adapters_dir: Annotated[Optional[Path], typer.Option("--adapters", help="Folder with one adapter per capability, named after it: a PEFT adapter folder, or a `factory train` run folder.")] = None,
     adapter: Annotated[Optional[list[str]], typer.Option("--adapter", help="One adapter as CAPABILITY=PATH (repeatable).")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Base model folder or hub id (default: the adapters' base model).")] = None,
     capabilities: Annotated[Optional[Path], typer.Option("--capabilities", help="capabilities.json from `factory analyze`: descriptions and menu order.")] = None,
