@@ -22,7 +22,12 @@ def _env_ids(env: Optional[str], train_all: bool, registry: Optional[Path]) -> l
     if train_all:
         if env:
             fail("pass either ENV_ID or --all, not both")
-        ids = [store.get(name).manifest.gym_id for name in store.capabilities()]
+        ids = []
+        for name in store.capabilities():
+            try:
+                ids.append(store.get(name).manifest.gym_id)
+            except RegistryError as exc:  # one broken entry never stops the others
+                errors.print(f"skipped {safe(name)}: {safe(' '.join(str(exc).split()))}", highlight=False)
         if not ids:
             fail(f"no envs registered in {store.root}; build some with `factory build`")
         return ids

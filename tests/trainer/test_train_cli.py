@@ -106,3 +106,18 @@ def test_config_file_and_overrides(tmp_path: Path) -> None:
     path.write_text("[grpo\n")
     with pytest.raises(Exception, match="not valid TOML"):
         load_config(path)
+
+
+def test_all_skips_a_broken_registry_entry_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from env_registry.registry import Registry
+    from tests.trainer.conftest import TEST_ENVS, register_env_file
+
+    root = tmp_path / "registry"
+    register_env_file(root, TEST_ENVS / "tiny_cancel.py", validate=False)
+    manifest = next(root.glob("*/v*/manifest.json"))
+    manifest.write_text("{ not json")  # corrupt: the entry is broken
+    assert Registry(root).capabilities()  # still listed by name
+    result = train("--all", "--model", "m", "--registry", str(root))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    text = " ".join(result.output.split())
+    assert "skipped tiny_cancel:" in text and "no envs registered" in text
