@@ -18,7 +18,7 @@ from trainer.loop import GRPORun
 from trainer.report import tail_mean
 
 SETTINGS = [
-    "threads=1", "sandbox='bwrap'", "grpo.groups=4", "grpo.group_size=8", "grpo.lr=1e-3",
+    "threads=2", "sandbox='bwrap'", "grpo.groups=4", "grpo.group_size=8", "grpo.lr=1e-3",
     "grpo.micro_batch_size=8", "rollout.max_new_tokens=24", "rollout.max_seq_len=1024", "warm_start.steps=10",
     "warm_start.lr=5e-3", "save_every=100",
 ]
