@@ -8,6 +8,10 @@ for bad input, 1 for a failed run). Text that came from outside (files, env code
 from __future__ import annotations
 
 import re
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
@@ -35,6 +39,22 @@ def safe(text: object) -> str:
 def plain(text: object, style: str = "") -> Text:
     """Text from outside as a Rich ``Text`` (never parsed as markup), control characters removed: for table cells."""
     return Text(_CONTROL.sub("", str(text)), style=style)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a batch system's stop) ends a long command like Ctrl-C, so its ``KeyboardInterrupt`` path keeps
+    what is finished and says how to resume. Handlers can only be set from the main thread; elsewhere a no-op."""
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if threading.current_thread() is threading.main_thread() else None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -10,16 +9,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from pydantic import ValidationError
 
-from factory.cli.common import JsonOption, RegistryOption, SandboxOption, check_backend, console, errors, fail, safe
+from factory.cli.common import JsonOption, RegistryOption, SandboxOption, check_backend, console, errors, fail, safe, sigterm_as_interrupt
 from factory.cli.summary import summary_table
 from factory.errors import FactoryError
 
 if TYPE_CHECKING:
     from factory.evaluate.schema import EvalConfig, EvalReport
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def split_task_ids(values: list[str] | None, targets: list[str]) -> dict[str, list[str] | None]:
@@ -134,10 +129,9 @@ def _run(config: "EvalConfig", fresh: bool, as_json: bool) -> "EvalReport":
     from sandbox import SandboxError
 
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() else None
     show = not as_json and errors.is_terminal
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("passed {task.fields[passed]}"),
+        with sigterm_as_interrupt(), Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("passed {task.fields[passed]}"),
                       TimeElapsedColumn(), console=errors, disable=not show) as bar:  # fmt: skip
             jobs: dict[str, Any] = {}
 
@@ -156,9 +150,6 @@ def _run(config: "EvalConfig", fresh: bool, as_json: bool) -> "EvalReport":
         fail(f"cannot write to {config.out}: {exc.strerror or exc}", 1)
     except KeyboardInterrupt:
         fail("interrupted; run the same command again to resume (finished episodes are kept)", 130)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     raise AssertionError("unreachable")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -13,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from factory.cli.common import JsonOption, console, errors, fail, safe
+from factory.cli.common import JsonOption, console, errors, fail, safe, sigterm_as_interrupt
 from factory.errors import FactoryError
 from factory.llm import LLMConfigError
 
@@ -58,11 +57,6 @@ def render_summary(summary: "RolloutSummary", out: Console) -> None:
     if summary.interrupted:
         out.print("[yellow]interrupted:[/] run the same command again to resume; finished episodes are kept")
     out.print(f"wrote {safe(summary.out)}/trajectories.jsonl and summary.json")
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM (a batch system's stop) ends the run like Ctrl-C: finished episodes kept, summary written."""
-    raise KeyboardInterrupt
 
 
 def _task_ids(values: list[str] | None) -> list[str] | None:
@@ -120,32 +114,29 @@ def rollout(
         first = exc.errors()[0]
         fail(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}")
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() else None
     try:
-        if json_output or not errors.is_terminal:
-            runner = Rollout(config, stop=stop)
-            summary = runner.run()
-        else:
-            with Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("passed {task.fields[passed]}"),
-                TimeElapsedColumn(), TimeRemainingColumn(), console=errors, transient=False,
-            ) as bar:  # fmt: skip
-                job = bar.add_task(f"{safe(target)} episodes", total=None, passed=0)
-
-                def progress(done: int, total: int, passed: int) -> None:
-                    bar.update(job, completed=done, total=total, passed=passed)
-
-                runner = Rollout(config, stop=stop, progress=progress)
+        with sigterm_as_interrupt():
+            if json_output or not errors.is_terminal:
+                runner = Rollout(config, stop=stop)
                 summary = runner.run()
+            else:
+                with Progress(
+                    TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("passed {task.fields[passed]}"),
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=errors, transient=False,
+                ) as bar:  # fmt: skip
+                    job = bar.add_task(f"{safe(target)} episodes", total=None, passed=0)
+
+                    def progress(done: int, total: int, passed: int) -> None:
+                        bar.update(job, completed=done, total=total, passed=passed)
+
+                    runner = Rollout(config, stop=stop, progress=progress)
+                    summary = runner.run()
     except (TargetError, FactoryError, LLMConfigError) as exc:
         fail(" ".join(str(exc).split()))
     except OSError as exc:
         fail(f"cannot write to {out}: {exc.strerror or exc}", 1)
     except KeyboardInterrupt:
         fail("interrupted; run the command again to resume", 130)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     if json_output:
         typer.echo(summary.model_dump_json(indent=2))
     else:

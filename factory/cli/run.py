@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import json
-import signal
 import threading
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from factory.cli.common import JsonOption, console, errors, fail, safe
+from factory.cli.common import JsonOption, console, errors, fail, safe, sigterm_as_interrupt
 from factory.errors import FactoryError
 
 ORDER = ("rollouts", "analyze", "build", "train", "route", "eval")
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM stops like Ctrl-C: the stage in progress stays marked running and resumes next time."""
-    raise KeyboardInterrupt
 
 
 def _stage_names(text: str | None, flag: str) -> list[str]:
@@ -101,7 +95,6 @@ def _run(settings: Any, config_file: str, until: str | None, forced: list[str], 
     from sandbox import SandboxError
 
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() else None
     live = not as_json and errors.is_terminal
     current: dict[str, str] = {}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -129,13 +122,11 @@ def _run(settings: Any, config_file: str, until: str | None, forced: list[str], 
 
         hooks = Hooks(progress=progress, note=lambda text: say(f"[yellow]note:[/] {safe(text)}"), step=step, done=done)
         try:
-            return run_pipeline(settings, STAGES, config_file=config_file, until=until, force=forced, hooks=hooks, stop=stop, report=write_report)
+            with sigterm_as_interrupt():  # the stage in progress stays marked running and resumes next time
+                return run_pipeline(settings, STAGES, config_file=config_file, until=until, force=forced, hooks=hooks, stop=stop, report=write_report)
         except KeyboardInterrupt:
             fail(f"interrupted during {current.get('stage', 'start-up')}; run the same command again to resume there", 130)
         except (FactoryError, TargetError, SandboxError, LLMConfigError) as exc:
             fail(f"{current.get('stage', 'pipeline')} failed: {' '.join(str(exc).split())} (finished stages are kept; fix and run again)", 1)
         except OSError as exc:
             fail(f"{current.get('stage', 'pipeline')} failed: cannot write {exc.filename or settings.run_dir}: {exc.strerror or exc}", 1)
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
