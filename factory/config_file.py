@@ -6,17 +6,20 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+MAX_CONFIG_BYTES = 1024 * 1024
+
 
 def read_toml(path: str | Path, error: type[Exception], flag: str = "--config") -> dict[str, Any]:
-    """The file's table; every way it can be unreadable raises ``error`` with one line naming ``flag`` and the path."""
-    path = Path(path)
+    """The file's table, read with the project's reader for user-named files (a FIFO, a folder, a huge or
+    non-UTF-8 file is refused, never waited on); any problem raises ``error`` with one line naming ``flag``."""
+    from env_registry.files import InputFileError, read_text  # here: importing env_registry registers envs
+
+    what = f"{flag} {path}"
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise error(f"{flag} {path}: no such file") from None
-    except IsADirectoryError:
-        raise error(f"{flag} {path}: is a folder; pass a .toml file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"{flag} {path}: cannot read it ({type(exc).__name__})") from None
+        text = read_text(path, what, "a TOML config file", limit=MAX_CONFIG_BYTES)
+    except InputFileError as exc:
+        raise error(str(exc)) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise error(f"{flag} {path}: not valid TOML ({exc})") from None
+        raise error(f"{what}: not valid TOML ({exc})") from None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,26 @@ def test_a_bad_config_is_one_line(text: str, message: str, tmp_path: Path) -> No
     assert result.exit_code == 2 and message in " ".join(result.output.split())
     assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_a_config_that_is_a_fifo_or_a_folder_is_refused_without_waiting(tmp_path: Path) -> None:
+    fifo, folder = tmp_path / "pipeline.toml", tmp_path / "folder.toml"
+    os.mkfifo(fifo)  # a plain read would block until someone writes to it
+    folder.mkdir()
+    messages: list[str] = []
+
+    def read_both() -> None:
+        for path in (fifo, folder):
+            with pytest.raises(ConfigError) as caught:
+                load_config(path)
+            messages.append(str(caught.value))
+
+    reader = threading.Thread(target=read_both, daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive(), "reading a FIFO config blocked"
+    assert messages == [f"--config {fifo}: is a FIFO (named pipe), not a file; pass a TOML config file",
+                        f"--config {folder}: is a folder, not a file; pass a TOML config file"]
 
 
 def test_train_keys_are_checked_by_the_trainers_own_model(tmp_path: Path) -> None:
