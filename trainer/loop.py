@@ -208,6 +208,7 @@ class GRPORun:
         total_groups = int(red(groups))
         generation_s = red(stats.generation_seconds, "max")
         generated = int(red(stats.generated_tokens))
+        env_s, wall_s = red(stats.env_seconds, "max"), red(seconds, "max")  # one collective each, used twice
         mean = sum(own) / len(own) if own else None
         return IterationMetrics(
             iteration=i,
@@ -234,10 +235,10 @@ class GRPORun:
             generated_tokens=generated,
             tokens_per_s=generated / generation_s if generation_s > 0 else 0.0,
             generation_s=generation_s,
-            env_s=red(stats.env_seconds, "max"),
+            env_s=env_s,
             update_s=red(update_s, "max"),
-            seconds=red(seconds, "max"),
-            env_share=red(stats.env_seconds, "max") / red(seconds, "max") if seconds > 0 else 0.0,
+            seconds=wall_s,
+            env_share=env_s / wall_s if wall_s > 0 else 0.0,
         )
 
     def _record(self, row: IterationMetrics) -> None:
