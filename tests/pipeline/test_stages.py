@@ -64,3 +64,18 @@ def test_reduced_gate_settings_are_stated_against_the_defaults() -> None:
     defaults = ValidationConfig()
     reduced = {"solvability_seeds": 8, "fuzz_examples": defaults.fuzz_examples}
     assert reduced_gate(reduced) == {"solvability_seeds": f"8 (default {defaults.solvability_seeds})"}
+
+
+def test_an_env_that_cannot_be_trained_is_left_out_and_nothing_trained_fails_the_stage(tmp_path: Path) -> None:
+    pytest.importorskip("peft")
+    from factory.pipeline.stages.train import TrainStage
+
+    cfg = parse_config({"model": str(tmp_path / "no-model"), "run_dir": str(tmp_path / "run"), "targets": [{"name": "tau2-airline"}]})
+    envs = {name: {"gym_id": f"trace/{name}-v0", "version": 0} for name in ("first_cap", "second_cap")}
+    notes: list[str] = []
+    ctx = StageContext(config=cfg, run_dir=tmp_path / "run", folder=tmp_path / "run" / "train", inputs={"build": Handoff(value={"envs": envs})},
+                       resume=False, note=notes.append)  # fmt: skip
+    ctx.folder.mkdir(parents=True)
+    with pytest.raises(StageError, match=r"no adapter was trained \(.*no-model.*\)"):
+        TrainStage().run(ctx)
+    assert [n.split(" (")[0] for n in notes] == ["train: first_cap was not trained", "train: second_cap was not trained"]

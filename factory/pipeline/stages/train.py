@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from factory.errors import FactoryError
 from factory.pipeline.config import PipelineConfig
 from factory.pipeline.digests import tree_digest
 from factory.pipeline.stages.base import Stage, StageContext, StageError, model_key
@@ -51,7 +52,7 @@ class TrainStage(Stage):
         hf_logging.disable_progress_bar()  # the stage's own bar is the one to watch
         envs = ctx.inputs["build"].value["envs"]
         point_gym_at(ctx.config.registry_path(), envs)
-        adapters, files, info = {}, {}, {}
+        adapters, files, info, failed = {}, {}, {}, {}
         for name, env in envs.items():
             out = ctx.folder / name
             settings = {**ctx.config.train, "model": ctx.model(), "output_dir": str(out)}
@@ -67,11 +68,19 @@ class TrainStage(Stage):
                     rows[0] += 1
                     ctx.progress(f"train · {name}", rows[0], total)
 
-                GRPORun(env["gym_id"], config, on_iteration=tick).train(resume=True)
+                try:
+                    GRPORun(env["gym_id"], config, on_iteration=tick).train(resume=True)
+                except FactoryError as exc:  # one env that cannot be trained never stops the others
+                    failed[name] = " ".join(str(exc).split())
+                    ctx.note(f"train: {name} was not trained ({failed[name]}); it is left out")
+                    continue
             adapter = out / "adapter"
             adapters[name] = files[ctx.rel(adapter)] = tree_digest(adapter)
             info[name] = {"gym_id": env["gym_id"], "summary": _summary(out), "metrics": ctx.rel(out / "metrics.jsonl"),
                           "curve": ctx.rel(out / "reward_curve.png") if (out / "reward_curve.png").exists() else None}  # fmt: skip
+        if not adapters:
+            first = next(iter(failed.values()), "no env was built")
+            raise StageError(f"no adapter was trained ({first}); see {ctx.folder}")
         return Handoff(value={"adapters": adapters}, files=files, info=info)
 
     @staticmethod
