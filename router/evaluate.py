@@ -26,6 +26,7 @@ from router.decide import Router
 from router.errors import RouterError
 from router.schema import NO_ADAPTER, RouterConfig
 from schemas.capability import TrajectoryLabel
+from schemas.jsonl import jsonl_lines
 from schemas.trajectory import Trajectory
 
 Unlabeled = Literal["skip", "base"]
@@ -80,7 +81,7 @@ def read_labels(path: Path) -> tuple[Path, list[list[TrajectoryLabel]]]:
     if path.is_dir():
         path = path / "labels.jsonl"
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = jsonl_lines(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RouterError(f"--eval {path}: no such file; pass labels.jsonl or the folder `factory analyze --out` wrote") from None
     except (OSError, UnicodeDecodeError) as exc:

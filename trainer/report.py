@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from schemas.jsonl import jsonl_lines
+
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "reward_curve.png"
 
@@ -52,7 +54,7 @@ def read_metrics(root: Path) -> list[IterationMetrics]:
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in jsonl_lines(path.read_text(encoding="utf-8")):
         if line.strip():
             rows.append(IterationMetrics.model_validate_json(line))
     return rows

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from factory.analyze import format_tau2, format_tau_bench
 from factory.analyze.errors import TrajectoryFormatError
 from factory.analyze.format_tau2 import first_error
+from schemas.jsonl import jsonl_lines
 from schemas.trajectory import Trajectory
 
 
@@ -80,7 +81,7 @@ def _ours(path: Path, items: list[tuple[str, Any]]) -> list[Trajectory]:
 
 def _jsonl_items(path: Path, text: str) -> list[tuple[str, Any]]:
     items = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:

@@ -26,6 +26,7 @@ from factory.evaluate.schema import (
 )  # fmt: skip
 from factory.evaluate.scores import arm_result
 from factory.pipeline.digests import tree_digest
+from schemas.jsonl import jsonl_lines
 
 SETTINGS_FILE = "eval.json"
 RESULTS_FILE = "results.json"
@@ -111,7 +112,7 @@ class DecisionLog:
 
         latest: dict[tuple[str, str], str] = {}
         if self.path.exists():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
+            for line in jsonl_lines(self.path.read_text(encoding="utf-8")):
                 try:
                     record = json.loads(line)
                     latest[(record["target"], record["task_id"])] = record.get("choice") or NO_ADAPTER

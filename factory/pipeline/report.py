@@ -13,6 +13,7 @@ from typing import Any
 
 from factory.pipeline.config import PipelineConfig
 from factory.pipeline.state import PipelineState
+from schemas.jsonl import jsonl_lines
 
 REPORT_DIR = "report"
 NOT_MEANINGFUL = (
@@ -40,7 +41,7 @@ def reward_curves(state: PipelineState, run_dir: Path, path: Path) -> Path | Non
         metrics = run_dir / item.get("metrics", "")
         if not metrics.is_file():
             continue
-        rows = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = [json.loads(line) for line in jsonl_lines(metrics.read_text(encoding="utf-8")) if line.strip()]
         points = [(r["iteration"], r["reward_mean"]) for r in rows if r.get("phase", "grpo") == "grpo" and r.get("reward_mean") is not None]
         if points:
             series[name] = points

@@ -125,6 +125,7 @@ class Rollout:
                 self._run_jobs(jobs, store, new)
             finally:
                 self._close_runners()
+            new = store.appended()
             header = {"target": self.spec.id, "policy": self.policy.spec, "user": self.config.user, "judge": self.config.judge, "out": str(self.config.out)}
             summary = summarise(finished + new, trials=self.config.trials, tasks=len(self.tasks), header=header, resumed=len(finished), ran=len(new))
             summary.interrupted = self.stop.is_set() and len(new) < len(jobs)

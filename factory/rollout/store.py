@@ -19,6 +19,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
 from factory.errors import FactoryError
+from schemas.jsonl import jsonl_lines
 from schemas.trajectory import Trajectory
 
 RUN_FILE = "run.json"
@@ -59,6 +60,7 @@ class RolloutStore:
         self.path = self.out / TRAJECTORIES_FILE
         self._lock: FileLock | None = None
         self._handle: Any = None
+        self._kept = 0
 
     def __enter__(self) -> "RolloutStore":
         try:
@@ -97,6 +99,7 @@ class RolloutStore:
                 raise FactoryError(f"{self.out} holds a run with other settings ({'; '.join(changed)}); pass another --out to start a new run")
         finished = self._read_finished(versions)
         self._rewrite(finished)
+        self._kept = len(finished)
         run_file.write_text(settings.model_dump_json(indent=2) + "\n", encoding="utf-8")
         return finished
 
@@ -104,7 +107,7 @@ class RolloutStore:
         if not self.path.exists():
             return []
         try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
+            lines = jsonl_lines(self.path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise FactoryError(f"cannot read {self.path}: {exc}") from None
         kept: dict[tuple[str, int], Trajectory] = {}
@@ -146,6 +149,18 @@ class RolloutStore:
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
+    def appended(self) -> list[Trajectory]:
+        """What this run added to the file, read back from it: the file, not a list in memory, is what a resume
+        will see, and an interrupt that lands between a write and its bookkeeping cannot make the two disagree."""
+        lines = [line for line in jsonl_lines(self.path.read_text(encoding="utf-8")) if line.strip()]
+        added = []
+        for line in lines[self._kept :]:
+            try:
+                added.append(Trajectory.model_validate_json(line))
+            except ValidationError:
+                continue  # only a last line cut short can fail here: every line past the kept ones is ours
+        return added
+
     def write_summary(self, summary: BaseModel) -> Path:
         path = self.out / SUMMARY_FILE
         path.write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -155,4 +170,4 @@ class RolloutStore:
     def load(out: Path) -> list[Trajectory]:
         """All trajectories of a folder (for tests and tools); no checks beyond the schema."""
         path = Path(out) / TRAJECTORIES_FILE
-        return [Trajectory.model_validate(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [Trajectory.model_validate(json.loads(line)) for line in jsonl_lines(path.read_text(encoding="utf-8")) if line.strip()]

@@ -217,6 +217,18 @@ def test_our_jsonl_roundtrip_and_id_clashes(tmp_path: Path, tau2_file: Path):
     assert loaded[1].messages == trajectories[1].messages
 
 
+def test_jsonl_records_may_hold_unicode_line_separators(tmp_path: Path, tau2_file: Path):
+    """JSON leaves U+2028, U+0085 and \\x1c unescaped inside strings; only \\n ends a JSON Lines record."""
+    trajectories = load_trajectories([tau2_file]).trajectories
+    last = trajectories[0].messages[-1].model_copy(update={"content": "one\u2028two\x85three\x1cfour"})
+    trajectories[0] = trajectories[0].model_copy(update={"messages": [*trajectories[0].messages[:-1], last]})
+    write_jsonl(trajectories, tmp_path / "odd.jsonl")
+    (tmp_path / "crlf.jsonl").write_bytes((tmp_path / "odd.jsonl").read_bytes().replace(b"\n", b"\r\n"))
+    for name in ("odd.jsonl", "crlf.jsonl"):
+        loaded = load_trajectories([tmp_path / name]).trajectories
+        assert len(loaded) == 2 and loaded[0].messages[-1].content == "one\u2028two\x85three\x1cfour"
+
+
 def test_ids_tell_files_with_the_same_name_apart(tmp_path: Path, tau2_file: Path):
     (tmp_path / "run1").mkdir()
     (tmp_path / "run2").mkdir()

@@ -134,6 +134,36 @@ def test_resume_skips_finished_episodes_and_drops_a_torn_last_line(tmp_path: Pat
         Rollout(config).run()
 
 
+def test_an_interrupt_right_after_a_write_still_counts_that_episode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C or SIGTERM can land between an episode's line reaching the file and the run's bookkeeping; the
+    summary must still agree with the file a resume reads (it once said 1 episode with 2 on disk)."""
+    write = RolloutStore.append
+    calls = []
+
+    def write_then_interrupt(self: RolloutStore, trajectory: Trajectory) -> None:
+        write(self, trajectory)
+        calls.append(trajectory.task_id)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(RolloutStore, "append", write_then_interrupt)
+    config = RolloutConfig(target="tau2-retail", backend="mcp", task_ids=["0", "1", "2", "3"], policy="scripted:gold", out=tmp_path / "run", concurrency=1)
+    summary = Rollout(config).run()
+    assert summary.interrupted and (summary.episodes, summary.ran) == (2, 2) == (len(RolloutStore.load(config.out)), len(calls))
+
+
+def test_trajectories_with_unicode_line_separators_resume_as_one_line_each(tmp_path: Path) -> None:
+    config = RolloutConfig(target="tau2-retail", backend="mcp", task_ids=["0", "1"], policy="scripted:empty", out=tmp_path / "run")
+    assert Rollout(config).run().ran == 2
+    path = config.out / "trajectories.jsonl"
+    stored = RolloutStore.load(config.out)
+    odd = stored[0].model_copy(update={"messages": [*stored[0].messages[:-1], stored[0].messages[-1].model_copy(update={"content": "a\u2028b\x85c\x1cd"})]})
+    path.write_text(odd.model_dump_json(exclude_none=True) + "\n" + stored[1].model_dump_json(exclude_none=True) + "\n", encoding="utf-8")
+    again = Rollout(config).run()  # str.splitlines would cut the first record in three and refuse the file
+    assert (again.resumed, again.ran) == (2, 0)
+    assert RolloutStore.load(config.out)[0].messages[-1].content == "a\u2028b\x85c\x1cd"
+
+
 def test_sigterm_stops_the_run_and_keeps_finished_episodes(tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["rollout", "--target", "tau2-retail", "--backend", "mcp", "--policy", "scripted:gold", "--out", str(out), "--concurrency", "1", "--json"]
@@ -144,7 +174,7 @@ def test_sigterm_stops_the_run_and_keeps_finished_episodes(tmp_path: Path) -> No
 
     def stop_after_two() -> None:
         while not stopped.is_set():
-            if path.exists() and len(path.read_text().splitlines()) >= 2:
+            if path.exists() and path.read_text().count("\n") >= 2:  # two complete lines, not one and a torn one
                 process.send_signal(signal.SIGTERM)
                 return
             stopped.wait(0.2)
