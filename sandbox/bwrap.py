@@ -119,17 +119,15 @@ class BwrapSandbox(Sandbox):
         lim = self.limits
         if self._as_root:
             opts = f"size={lim.workdir_mb}m,nr_inodes={lim.workdir_inodes},mode=0700,uid={self.uid},gid={self.gid}"
+            self._lease.update(mount=str(self._work))  # before mounting: a kill in between must not hide the mount
             why = bwrap_command.mount_tmpfs(self._work, opts)
-            if why is None:
-                self._lease.update(mount=str(self._work))
-            else:
+            if why is not None:
                 missing.append(f"work dir size cap (mount tmpfs: {why})")
         else:
             missing.append("work dir size cap (needs root)")
-        self.cgroup, why = cgroups.create(self.name, lim)
-        if self.cgroup is not None:
-            self._lease.update(cgroups=self.cgroup.dirs, cgroup_version=self.cgroup.version)
-        else:
+        lease = self._lease
+        self.cgroup, why = cgroups.create(self.name, lim, announce=lambda cg: lease.update(cgroups=cg.dirs, cgroup_version=cg.version))
+        if self.cgroup is None:
             missing.append(f"per-sandbox memory/process/CPU limits ({why})")
         self._seccomp, why = syscalls.bpf_file(str(self._runtime.parent / "seccomp"))
         if self._seccomp is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sandbox import procfs
@@ -129,8 +130,12 @@ def version() -> int | None:
     return None
 
 
-def create(name: str, limits: SandboxLimits) -> tuple[Cgroup | None, str | None]:
-    """A fresh cgroup for one sandbox with ``limits`` applied, or (None, why not)."""
+def create(name: str, limits: SandboxLimits, announce: Callable[[Cgroup], None] | None = None) -> tuple[Cgroup | None, str | None]:
+    """A fresh cgroup for one sandbox with ``limits`` applied, or (None, why not).
+
+    ``announce`` is called with every directory about to be made before the first is made, so the sandbox's
+    lease names them even if this process is killed halfway (removing one that was never made is harmless).
+    """
     if os.geteuid() != 0:
         return None, "no cgroup (not root): memory, process and CPU limits hold per process only"
     mount = _v2_mount()
@@ -142,6 +147,8 @@ def create(name: str, limits: SandboxLimits) -> tuple[Cgroup | None, str | None]
             if not _write(os.path.join(parent, "cgroup.subtree_control"), "+memory +pids +cpu"):
                 raise OSError("cannot delegate memory, pids and cpu")
             cg = Cgroup(2, [os.path.join(parent, name)])
+            if announce is not None:
+                announce(cg)
             os.mkdir(cg.dirs[0])
         except OSError as exc:
             return None, f"no cgroup (v2: {exc}): memory, process and CPU limits hold per process only"
@@ -150,11 +157,12 @@ def create(name: str, limits: SandboxLimits) -> tuple[Cgroup | None, str | None]
         return _apply(cg, {cg.dirs[0]: settings}, optional={"memory.swap.max"})
     if version() != 1:
         return None, "no cgroup (neither v2 with memory/pids/cpu nor v1 found): limits hold per process only"
+    directories = {c: os.path.join(CGROUP_ROOT, c, (_own_path(c) or "/").lstrip("/"), GROUP, name) for c in _V1_CONTROLLERS}
+    if announce is not None:
+        announce(Cgroup(1, list(directories.values())))
     cg = Cgroup(1)
     plan: dict[str, dict[str, str]] = {}
-    for controller in _V1_CONTROLLERS:
-        own = (_own_path(controller) or "/").lstrip("/")
-        directory = os.path.join(CGROUP_ROOT, controller, own, GROUP, name)
+    for controller, directory in directories.items():
         try:
             os.makedirs(directory)
         except OSError as exc:

@@ -169,6 +169,7 @@ def release_resources(data: dict[str, Any]) -> list[str]:
         unmount(mount)
     root = data.get("root")
     if isinstance(root, str) and _is_sandbox_name(root, "trace-sbx-", "trace-unsafe-") and os.path.isdir(root):
+        unmount(os.path.join(root, "work"))  # mounted even if the lease never said so: rmtree cannot cross it
         shutil.rmtree(root, ignore_errors=True)
         removed.append(f"work dir {root}")
     container, volume = data.get("container"), data.get("volume")

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from sandbox import leftovers, runtime
@@ -61,8 +62,10 @@ class UnsafeSubprocessSandbox(Sandbox):
         if self._opened:
             return
         self._rt = runtime.host_runtime()
-        self._root = Path(tempfile.mkdtemp(prefix="trace-unsafe-"))
-        self._lease = leftovers.Lease(self._root.name, self.backend, root=str(self._root))
+        root = Path(tempfile.gettempdir()) / f"trace-unsafe-{uuid.uuid4().hex[:12]}"
+        self._lease = leftovers.Lease(root.name, self.backend, root=str(root))  # named before it exists, as bwrap does
+        root.mkdir(mode=0o700)
+        self._root = root
         (self._root / "work").mkdir()
         self._opened = True
 

@@ -25,6 +25,7 @@ import pytest
 from env_registry.registry import Registry
 from factory.testing.llm_server import ScriptedLLMServer
 from sandbox import available_backends
+from tests.faults.leftover_probes import mounts_under, sandbox_cgroups
 from trace_env.loader import load_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,9 +89,9 @@ def kill_and_check(scene: Scene, process: subprocess.Popen, seen: list[dict]) ->
         "leases": [d["name"] for d in scene.leases()],
         "processes": _processes(scene),
         "containers": _containers(seen),
-        "cgroups": [d for lease in seen for d in lease.get("cgroups") or [] if os.path.isdir(d)],
+        "cgroups": sandbox_cgroups([lease["name"] for lease in seen]),  # found by name: a lease may not list them yet
         "dirs": sorted(p.name for p in scene.tmp.glob("trace-sbx-*")) + sorted(p.name for p in scene.tmp.glob("trace-unsafe-*")),
-        "mounts": [lease["mount"] for lease in seen if lease.get("mount") and os.path.ismount(lease["mount"])],
+        "mounts": mounts_under(scene.tmp),
     }
     assert left == {"leases": [], "processes": [], "containers": [], "cgroups": [], "dirs": [], "mounts": []}, left
     _no_partial_version(scene.registry)
