@@ -143,28 +143,26 @@ def _template_message(message: dict[str, Any], inline_calls: bool = False) -> di
     out = dict(message)
     if out.get("content") is None:
         out["content"] = ""
-    if inline_calls and out.get("tool_calls"):
+    calls = [_parsed_arguments(call) for call in out.get("tool_calls") or []]
+    if inline_calls and calls:
+        del out["tool_calls"]
         parts = [out["content"]] if out["content"] else []
-        for call in out.pop("tool_calls"):
+        for call in calls:
             function = call.get("function", {})
-            arguments = function.get("arguments")
-            try:
-                arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
-            except ValueError:
-                pass
-            parts.append("<tool_call>" + json.dumps({"name": function.get("name"), "arguments": arguments}) + "</tool_call>")
+            parts.append("<tool_call>" + json.dumps({"name": function.get("name"), "arguments": function.get("arguments")}) + "</tool_call>")
         out["content"] = "\n".join(parts)
-        return out
-    calls = []
-    for call in out.get("tool_calls") or []:
-        function = dict(call.get("function", {}))
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            try:
-                function["arguments"] = json.loads(arguments)
-            except ValueError:
-                pass  # the template prints a string as is
-        calls.append({**call, "function": function})
-    if calls:
+    elif calls:
         out["tool_calls"] = calls
     return out
+
+
+def _parsed_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    """The call with its JSON-string arguments as an object (a string that is not JSON is kept as is)."""
+    function = dict(call.get("function", {}))
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            function["arguments"] = json.loads(arguments)
+        except ValueError:
+            pass  # the template prints a string as is
+    return {**call, "function": function}

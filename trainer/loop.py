@@ -44,8 +44,6 @@ class RunResult:
     adapter_dir: str | None = None
     curve: str | None = None
     summary: dict[str, Any] = field(default_factory=dict)
-    ok: bool = True
-    error: str | None = None
 
 
 def make_accelerator(config: TrainConfig) -> Any:
@@ -91,8 +89,8 @@ class GRPORun:
         c, acc = self.config, self.accelerator
         if c.threads:
             torch.set_num_threads(c.threads)
-        found = ckpt.latest(self.out) if resume else None
-        if not resume and (ckpt.latest(self.out) or (self.out / "metrics.jsonl").exists()):
+        found = ckpt.latest(self.out)
+        if not resume and (found or (self.out / "metrics.jsonl").exists()):
             raise TrainError(f"{self.out} already holds a run; pass --resume to continue it or choose another --output")
         base, tokenizer = load_base(c)
         self.policy = attach_adapter(base, c.lora, found / "adapter" if found else None, seed=c.seed)
@@ -209,6 +207,7 @@ class GRPORun:
         generation_s = red(stats.generation_seconds, "max")
         generated = int(red(stats.generated_tokens))
         env_s, wall_s = red(stats.env_seconds, "max"), red(seconds, "max")  # one collective each, used twice
+        zero_variance, episodes = red(flat), red(len(rollouts))
         mean = sum(own) / len(own) if own else None
         return IterationMetrics(
             iteration=i,
@@ -217,9 +216,9 @@ class GRPORun:
             success_rate=sum(x >= self.config.rollout.success_reward for x in own) / len(own) if own else None,
             hinted_reward_mean=sum(hinted) / len(hinted) if hinted else None,
             groups=total_groups,
-            zero_variance_groups=int(red(flat)),
-            zero_variance_share=red(flat) / total_groups if total_groups else 0.0,
-            rollouts=int(red(len(rollouts))),
+            zero_variance_groups=int(zero_variance),
+            zero_variance_share=zero_variance / total_groups if total_groups else 0.0,
+            rollouts=int(episodes),
             trained_rollouts=int(red(len(items))),
             loss=red(step.loss) / max(1, step.optimizer_steps),
             clip_fraction=red(step.clipped) / tokens if tokens else 0.0,
@@ -231,7 +230,7 @@ class GRPORun:
             infrastructure_errors=int(red(sum(r.termination == "infrastructure_error" for r in rollouts))),
             first_error=next(iter(gathered([r.error for r in rollouts if r.error][:1])), None),
             max_steps_episodes=int(red(sum(r.termination == "max_steps" for r in rollouts))),
-            mean_turns=red(sum(r.turns for r in rollouts)) / max(1, red(len(rollouts))),
+            mean_turns=red(sum(r.turns for r in rollouts)) / max(1, episodes),
             generated_tokens=generated,
             tokens_per_s=generated / generation_s if generation_s > 0 else 0.0,
             generation_s=generation_s,

@@ -7,9 +7,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from schemas.jsonl import jsonl_lines
+from trainer.errors import TrainError
 
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "reward_curve.png"
@@ -53,10 +54,21 @@ def read_metrics(root: Path) -> list[IterationMetrics]:
     path = root / METRICS_FILE
     if not path.exists():
         return []
+    try:
+        lines = jsonl_lines(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrainError(f"cannot read {path} ({exc}); remove it to resume from the last checkpoint alone") from None
     rows = []
-    for line in jsonl_lines(path.read_text(encoding="utf-8")):
-        if line.strip():
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
             rows.append(IterationMetrics.model_validate_json(line))
+        except ValidationError as exc:
+            if number == len(lines):  # the last row's write cut short by a kill: that iteration runs again
+                continue
+            first = str(exc).splitlines()[0]
+            raise TrainError(f"{path} line {number} is not a metrics row ({first}); remove that line to resume") from None
     return rows
 
 

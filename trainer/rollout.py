@@ -98,9 +98,7 @@ def hint_from_reference(messages: list[dict[str, Any]]) -> str:
 class RolloutStats:
     generation_seconds: float = 0.0
     env_seconds: float = 0.0
-    template_seconds: float = 0.0
     generated_tokens: int = 0
-    turns: int = 0
 
 
 def collect_groups(
@@ -123,7 +121,6 @@ def collect_groups(
     ]
     first = pool.reset(list(range(n)), [r.seed for r in rollouts])
     prompts: dict[int, list[int]] = {}
-    started = time.perf_counter()
     for i, (rollout, outcome) in enumerate(zip(rollouts, first)):
         if outcome.reply is None:
             rollout.error, rollout.termination = outcome.error, "infrastructure_error"
@@ -137,7 +134,6 @@ def collect_groups(
             prompts[i] = chat.prompt_ids(with_hint(rollout.messages, hint), rollout.tools)
         else:
             prompts[i] = list(rollout.prompt_ids)
-    stats.template_seconds += time.perf_counter() - started
     session = engine.session(prompts)
     live = list(prompts)
     lengths = {i: len(prompts[i]) for i in live}
@@ -153,11 +149,9 @@ def collect_groups(
         started = time.perf_counter()
         generated = session.generate()
         stats.generation_seconds += time.perf_counter() - started
-        stats.turns += 1
         actions = [chat.decode_action(generated[i].tokens) for i in live]
         outcomes = pool.step(live, actions)
         finished = []
-        started = time.perf_counter()
         for i, action, outcome in zip(live, actions, outcomes):
             rollout, turn = rollouts[i], generated[i]
             rollout.completion_ids += turn.tokens
@@ -186,7 +180,6 @@ def collect_groups(
             rollout.completion_mask += [0] * len(env_tokens)
             lengths[i] += len(env_tokens)
             session.extend(i, env_tokens)
-        stats.template_seconds += time.perf_counter() - started
         if finished:
             session.drop(finished)
             live = [i for i in live if i not in finished]

@@ -5,7 +5,6 @@ adapter, routed) - written from the stages' handoffs and files, so it can be wri
 
 from __future__ import annotations
 
-import json
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Any
 
 from factory.pipeline.config import PipelineConfig
 from factory.pipeline.state import PipelineState
-from schemas.jsonl import jsonl_lines
 
 REPORT_DIR = "report"
 NOT_MEANINGFUL = (
@@ -41,8 +39,10 @@ def reward_curves(state: PipelineState, run_dir: Path, path: Path) -> Path | Non
         metrics = run_dir / item.get("metrics", "")
         if not metrics.is_file():
             continue
-        rows = [json.loads(line) for line in jsonl_lines(metrics.read_text(encoding="utf-8")) if line.strip()]
-        points = [(r["iteration"], r["reward_mean"]) for r in rows if r.get("phase", "grpo") == "grpo" and r.get("reward_mean") is not None]
+        from trainer.report import read_metrics
+
+        rows = read_metrics(metrics.parent)  # the trainer's own reader: a torn last row is dropped, not a crash
+        points = [(r.iteration, r.reward_mean) for r in rows if r.phase == "grpo" and r.reward_mean is not None]
         if points:
             series[name] = points
     if not series:

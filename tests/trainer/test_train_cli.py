@@ -59,6 +59,8 @@ def test_train_writes_a_peft_adapter_and_resumes_to_the_same_next_step(tmp_path:
 
     # interrupted after 2 iterations, resumed for the third: the same third step
     assert train(wifi_env, "--model", str(tiny_model), "--output", str(split), "--iterations", "2", *RUN, "--json").exit_code == 0
+    with open(split / "metrics.jsonl", "a") as torn:  # killed -9 while writing a row: resume drops the torn line
+        torn.write('{"iteration": 2, "phase": "gr')
     again = train(wifi_env, "--model", str(tiny_model), "--output", str(split), "--iterations", "3", "--resume", *RUN, "--json")
     assert again.exit_code == 0, again.output
     third, resumed = lines[-1], rows(split)[-1]
@@ -121,3 +123,12 @@ def test_all_skips_a_broken_registry_entry_with_one_line(tmp_path: Path, monkeyp
     assert result.exit_code == 2 and "Traceback" not in result.output
     text = " ".join(result.output.split())
     assert "skipped tiny_cancel:" in text and "no envs registered" in text
+
+
+def test_an_edited_metrics_row_is_one_line_naming_it(tmp_path: Path) -> None:
+    from trainer.errors import TrainError
+    from trainer.report import read_metrics
+
+    (tmp_path / "metrics.jsonl").write_text('{"iteration": 0}\nnot a row\n{"iteration": 1}\n')
+    with pytest.raises(TrainError, match=r"metrics.jsonl line 2 is not a metrics row .*remove that line to resume"):
+        read_metrics(tmp_path)

@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from factory.validation.checks.context import NO_SEEDS, CheckContext, Timing
+from factory.validation.checks.context import NO_SEEDS, CheckContext
 from fuzz.strategies import turn as garbage_turn
 from schemas.validation import CheckResult, Counterexample, MemoryProbe
 
@@ -36,7 +36,7 @@ def check_robustness(ctx: CheckContext) -> CheckResult:
                                message=f"malformed input crashed the env in {first.get('where')}: {first.get('error')}",
                                counterexample=Counterexample(seed=bad[0], actions=bad[1], detail=str(first.get("error"))))
         problem = _stress(ctx, rows, max_steps) or _leaks(ctx, rows)
-        memory, memory_figure, memory_problem = _memory(ctx, rows[0])
+        memory_figure, memory_problem = _memory(ctx, rows[0])
         problem = problem or memory_problem
     else:
         problem, memory_figure = (NO_SEEDS, Counterexample()), ""
@@ -61,7 +61,7 @@ def check_robustness(ctx: CheckContext) -> CheckResult:
     )
 
 
-def _memory(ctx: CheckContext, row: Any) -> tuple[MemoryProbe, str, tuple[str, Counterexample] | None]:
+def _memory(ctx: CheckContext, row: Any) -> tuple[str, tuple[str, Counterexample] | None]:
     """Worker memory before and after many episodes, and the growth every episode leaves behind, projected
     over ``memory_projection_episodes``; a transcript that changes over the repeats is a leak."""
     c = ctx.config
@@ -76,12 +76,12 @@ def _memory(ctx: CheckContext, row: Any) -> tuple[MemoryProbe, str, tuple[str, C
     example = Counterexample(seed=row.seed, actions=row.reference.turns, detail=f"{memory.growth_bytes_per_episode:.0f} bytes kept per episode")
     settled = len(memory.transcripts) > 1 and memory.transcripts[-1] == memory.transcripts[-2]
     if settled and memory.transcripts[0] != memory.transcripts[-1]:
-        return memory, figure, (f"replaying seed {row.seed} {memory.episodes} times in one worker changed its transcript: state "
+        return figure, (f"replaying seed {row.seed} {memory.episodes} times in one worker changed its transcript: state "
                                 "leaks from one episode into the next (class attributes, module globals, a shared scenario)", example)
     if max(projected, memory.rss_after_mb) > c.memory_budget_mb:
-        return memory, figure, (f"{figure}: projected {projected:.0f} MB after {c.memory_projection_episodes} episodes, over the "
+        return figure, (f"{figure}: projected {projected:.0f} MB after {c.memory_projection_episodes} episodes, over the "
                                 f"{c.memory_budget_mb} MB budget; do not keep per-episode data on the env or in module globals", example)
-    return memory, figure, None
+    return figure, None
 
 
 def _stress(ctx: CheckContext, rows: list[Any], max_steps: int) -> tuple[str, Counterexample] | None:
@@ -134,14 +134,10 @@ def check_budget(ctx: CheckContext) -> CheckResult:
         if p95 > budget or high > budget * c.budget_max_factor:
             problems.append(f"{kind} takes {p95:.0f} ms at the 95th percentile and {high:.0f} ms at most (budget {budget:.0f} ms, "
                             f"no call over {budget * c.budget_max_factor:.0f} ms)")
-            counterexample = counterexample or _example(slowest, kind)
+            counterexample = counterexample or slowest.counterexample()
     count = sum(len(v) for v in ctx.timings.values())
     return CheckResult(
         name="budget", passed=not problems,
         figure=f"{count} calls timed in the worker: " + ", ".join(parts) + f"; budgets reset {c.reset_budget_ms:.0f}, step {c.step_budget_ms:.0f} ms",
         message="; ".join(problems), counterexample=counterexample, seeds=len(ctx.surveys),
     )
-
-
-def _example(timing: Timing, kind: str) -> Counterexample:
-    return Counterexample(seed=timing.seed, actions=timing.actions, detail=f"{kind} took {timing.ms:.0f} ms CPU")
