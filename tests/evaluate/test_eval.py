@@ -134,7 +134,7 @@ def test_table_fits_80_columns_and_a_second_run_resumes(evaluated, adapters_dir:
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--target", "toolsandbox"], "no native ToolSandbox adapter"),
+        (["--target", "toolbox"], "cannot be evaluated; choose tau2-airline, tau2-retail, toolsandbox"),
         (["--target", "tau2-airline", "--arms", "routed"], "need adapters"),
         (["--target", "tau2-airline", "--arms", "base,everything"], "arms"),
         (["--target", "tau2-airline", "--task-ids", "tau2-retail:1"], "is not one of the --target values"),
