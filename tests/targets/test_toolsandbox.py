@@ -49,6 +49,7 @@ def test_gold_reaches_every_milestone_and_the_network_scenario_is_skipped_and_co
     assert summary.skipped == {SKIP_REASON: 1}
     text = by_task["text_fake"]
     assert text.reward == 1.0 and text.success and text.metadata["reward_detail"]["evaluator"] == "toolsandbox"
+    assert text.metadata["reward_detail"]["perfect"] is True and not by_task["wifi_on_fake"].metadata["reward_detail"].get("error")
     names = [c.function.name for m in text.messages if m.role == "assistant" for c in m.tool_calls or []]
     assert names == ["set_cellular_service_status", "search_contacts", "send_message_with_phone_number"]
     assert text.metadata["termination_reason"] == "user_stop"  # the scripted user ended it after the confirmation
