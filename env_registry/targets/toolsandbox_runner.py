@@ -20,7 +20,8 @@ from trace_env.engine import StepResult, render_messages
 
 from env_registry.targets.catalog import TargetSpec
 from env_registry.targets.errors import TargetInfraError
-from env_registry.targets.tasks import Task, select_tasks
+from env_registry.targets.runner import TargetRunner
+from env_registry.targets.tasks import Task
 from env_registry.targets.toolsandbox import SandboxWorker, describe, runnable_tasks
 from env_registry.targets.toolsandbox_users import SandboxUser, sandbox_user_factory
 from env_registry.targets.users import UserSimulatorError
@@ -77,11 +78,7 @@ class ToolSandboxRunner:
             self.worker.request("hello", timeout_s=120.0, include_augmented=augmented)
         return self.worker
 
-    def pick_task(self, seed: int, task_id: str | None = None) -> Task:
-        wanted = task_id if task_id is not None else self.fixed_task
-        if wanted is not None:
-            return select_tasks(self.tasks, [str(wanted)])[0]
-        return self.tasks[int(seed) % len(self.tasks)]
+    pick_task = TargetRunner.pick_task  # the task id given, the fixed task, or seed mod #tasks
 
     def reset(self, seed: int, task_id: str | None = None) -> StepResult:
         task = self.pick_task(seed, task_id)
