@@ -1,5 +1,6 @@
 """Which targets exist and how to open them: τ² airline and retail (over their MCP servers, or τ²-bench itself
-when it is importable), and any MCP server paired with a task file.
+when it is importable), any MCP server paired with a task file, and Apple's ToolSandbox (``toolsandbox``,
+when it is installed; its scenarios and evaluator live in a worker process, see ``toolsandbox``).
 
 The τ² presets need nothing at run time but the pinned server packages (``pip install
 'trace-factory[targets]'``): the servers bundle the real database, policy and task files, so without
@@ -24,6 +25,7 @@ from env_registry.targets.mcp import MCPBackend, MCPServerSpec
 from env_registry.targets.tasks import Task, load_tasks, parse_tasks
 
 BackendName = Literal["auto", "mcp", "native"]
+TOOLSANDBOX = "toolsandbox"
 
 TAU2_SERVERS = {
     # domain: (python package, env var of its state dir, pinned distribution)
@@ -38,7 +40,7 @@ class TargetSpec(BaseModel):
     """A resolved target: which backend, which server, which tasks, which policy text, how to hash state."""
 
     id: str
-    backend: Literal["mcp", "native"]
+    backend: Literal["mcp", "native", "toolsandbox"]
     domain: str | None = None
     server: MCPServerSpec | None = None
     tasks_file: str | None = Field(default=None, description="None: the tasks bundled with the server package")
@@ -47,7 +49,7 @@ class TargetSpec(BaseModel):
 
 
 def target_ids() -> list[str]:
-    return [*TAU2_TARGETS, GENERIC_MCP]
+    return [*TAU2_TARGETS, GENERIC_MCP, TOOLSANDBOX]
 
 
 def _bundled(domain: str, name: str) -> Path:
@@ -112,11 +114,32 @@ def resolve_target(
         if tasks_text is None:
             raise TargetConfigError("target 'mcp' needs a task file in τ² format (--tasks FILE)")
         return TargetSpec(id=target, backend="mcp", server=server, tasks_file=tasks_text, policy=policy or "")
+    if target == TOOLSANDBOX:
+        if backend not in ("auto",):
+            raise TargetConfigError(f"target 'toolsandbox' has one backend, ToolSandbox itself; drop --backend {backend}")
+        if tasks_text is not None:
+            raise TargetConfigError("target 'toolsandbox' runs ToolSandbox's own scenarios; choose them with --task-ids, not --tasks")
+        if server is not None and not server.command:
+            raise TargetConfigError("target 'toolsandbox' takes --server as a worker command line (PYTHON toolsandbox_worker.py), not a URL")
+        if server is None and call_timeout_s is not None:
+            server = MCPServerSpec(command=toolsandbox_command(), call_timeout_s=call_timeout_s)
+        return TargetSpec(id=target, backend="toolsandbox", domain=TOOLSANDBOX, server=server, policy=policy or "")
     raise TargetConfigError(f"unknown target {target!r}; known: {', '.join(target_ids())}")
 
 
-def spec_tasks(spec: TargetSpec) -> list[Task]:
-    """The spec's tasks: its task file, else the file the server package (or τ²-bench) bundles."""
+def toolsandbox_command() -> list[str]:
+    from env_registry.targets.toolsandbox import default_command
+
+    return default_command()
+
+
+def spec_tasks(spec: TargetSpec, task_ids: list[str] | None = None) -> list[Task]:
+    """The spec's tasks: its task file, else the file the server package (or τ²-bench) bundles; for ToolSandbox
+    its scenarios (``task_ids`` decides whether augmented ones are built; see ``skipped_tasks``)."""
+    if spec.backend == "toolsandbox":
+        from env_registry.targets.toolsandbox import runnable_tasks
+
+        return runnable_tasks(spec.server.command if spec.server else None, task_ids)[0]
     if spec.tasks_file is not None:
         return load_tasks(spec.tasks_file)
     if spec.backend == "native":
@@ -126,8 +149,20 @@ def spec_tasks(spec: TargetSpec) -> list[Task]:
     return load_tasks(_bundled(str(spec.domain), "tasks.json"))
 
 
+def skipped_tasks(spec: TargetSpec, task_ids: list[str] | None = None) -> dict[str, int]:
+    """Tasks left out of a default selection because they cannot run here, counted by reason (ToolSandbox's
+    RapidAPI scenarios without ``RAPID_API_KEY``); empty for the other targets."""
+    if spec.backend != "toolsandbox":
+        return {}
+    from env_registry.targets.toolsandbox import runnable_tasks
+
+    return runnable_tasks(spec.server.command if spec.server else None, task_ids)[1]
+
+
 def open_backend(spec: TargetSpec) -> TargetBackend:
     """A fresh backend for one runner (one episode at a time)."""
+    if spec.backend == "toolsandbox":
+        raise TargetConfigError("ToolSandbox is not a tool backend: its episodes run in ToolSandboxRunner")
     if spec.backend == "native":
         from env_registry.targets.tau2_native import Tau2NativeBackend
 
@@ -136,4 +171,4 @@ def open_backend(spec: TargetSpec) -> TargetBackend:
     return MCPBackend(spec.server, spec.shape)
 
 
-__all__ = ["TargetSpec", "open_backend", "parse_tasks", "resolve_target", "spec_tasks", "target_ids"]
+__all__ = ["TargetSpec", "open_backend", "parse_tasks", "resolve_target", "skipped_tasks", "spec_tasks", "target_ids"]

@@ -5,8 +5,8 @@ is never LACKING merely because it differs from the gold.
 
 It judges behaviour. Each rule below collects findings (one capability, PRESENT or LACKING, a reason); a
 capability is LACKING when any finding says so, PRESENT when some finding shows it used well, NA when the
-episode gave no occasion to judge it. On τ² airline and retail the domain rules (``policy_airline``,
-``policy_retail``) judge every state-changing call and every refusal against the policy, using the policy
+episode gave no occasion to judge it. On ToolSandbox, ``policy_toolsandbox`` judges the phone's tools. On τ²
+airline and retail the domain rules (``policy_airline``, ``policy_retail``) judge every state-changing call and every refusal against the policy, using the policy
 functions of ``trace_env.kits`` on the records the agent had read. The rules, one function each (their
 docstrings are printed in the Markdown report):
 """
@@ -17,7 +17,7 @@ import inspect
 import re
 from collections.abc import Callable
 
-from factory.analyze import policy_airline, policy_retail
+from factory.analyze import policy_airline, policy_retail, policy_toolsandbox
 from factory.analyze.conversation import asks_confirmation, claims_done, is_confirmation, refusals, sentences
 from factory.analyze.evidence import LACKING, NA, PRESENT, Evidence, Finding, build_evidence
 from factory.analyze.tasks import TaskSpec
@@ -231,11 +231,14 @@ def rule_domain_policy(ev: Evidence) -> None:
     datetime_reasoning is LACKING when such a decision hinged on the 24-hour window or on whether a flight had
     flown and the agent got the date arithmetic wrong. structured_data_reasoning is LACKING when a call's
     values contradict the records read (paid-bag counts against the membership allowance, items not in the
-    order, a cabin misread). PRESENT when such decisions were right; NA when there were none to judge."""
+    order, a cabin misread). PRESENT when such decisions were right; NA when there were none to judge. On
+    ToolSandbox, ``policy_toolsandbox`` judges settings, contacts, messages, reminders and dates."""
     if ev.domain == "airline":
         policy_airline.judge(ev)
     elif ev.domain == "retail":
         policy_retail.judge(ev)
+    elif ev.domain == "toolsandbox":
+        policy_toolsandbox.judge(ev)
 
 
 RULES: list[Callable[[Evidence], None]] = [

@@ -40,7 +40,7 @@ def _adapters(adapters_dir: Path | None, flags: list[str] | None) -> dict[str, s
 
 
 def eval_command(
-    target: Annotated[list[str], typer.Option("--target", help="tau2-airline and/or tau2-retail (repeat for both: the paper's overall is over both).")],
+    target: Annotated[list[str], typer.Option("--target", help="tau2-airline, tau2-retail and/or toolsandbox (repeat: the paper's τ² overall is over airline and retail; ToolSandbox is reported beside it).")],
     adapters_dir: Annotated[Optional[Path], typer.Option("--adapters", help="Folder with one adapter per capability, named after it: a PEFT adapter folder, or a `factory train` run folder.")] = None,
     adapter: Annotated[Optional[list[str]], typer.Option("--adapter", help="One adapter as CAPABILITY=PATH (repeatable).")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Base model folder or hub id (default: the adapters' base model).")] = None,
@@ -71,15 +71,17 @@ def eval_command(
     sandbox: SandboxOption = "auto",
     as_json: JsonOption = False,
 ) -> None:
-    """Evaluate the base model, each adapter alone and the routed set on τ² (TRACE's evaluation).
+    """Evaluate the base model, each adapter alone and the routed set on τ² and ToolSandbox (TRACE's evaluation).
 
-    Every arm is a `factory rollout` run with the same tasks, user and seeds: its trajectories are kept under --out/arms/ARM/TARGET for `factory analyze`. One base model serves every arm; adapters are switched with PEFT, and the routed arm asks the router (frozen base model, adapters disabled) per task. Reports τ² pass rate per domain and overall (solved over the union of the domains' tasks, as in the paper), a table, a PNG bar chart and results.json. ToolSandbox similarity is not measured: this project has no native ToolSandbox adapter.
+    Every arm is a `factory rollout` run with the same tasks, user and seeds: its trajectories are kept under --out/arms/ARM/TARGET for `factory analyze`. One base model serves every arm; adapters are switched with PEFT, and the routed arm asks the router (frozen base model, adapters disabled) per task. Reports τ² pass rate per domain and overall (solved over the union of the domains' tasks, as in the paper) and, with --target toolsandbox (Apple's ToolSandbox installed), ToolSandbox's mean similarity and perfect scenarios with 95% intervals: a table, a PNG bar chart and results.json.
 
     Examples:
 
     factory eval --target tau2-airline --target tau2-retail --adapters runs/ --capabilities analysis/capabilities.json
 
     factory eval --target tau2-airline --limit 5 --adapters adapters/ --menu menu.json --arms base,routed --json
+
+    factory eval --target tau2-airline --target tau2-retail --target toolsandbox --adapters runs/ --menu menu.json
 
     factory eval --target tau2-retail --adapters adapters/ --menu menu.json --engine server --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B --load-adapters
     """
@@ -154,15 +156,16 @@ def _run(config: "EvalConfig", fresh: bool, as_json: bool) -> "EvalReport":
 
 
 def print_report(report: "EvalReport") -> None:
-    from factory.evaluate.render import columns, routes_line, rows
-    from factory.evaluate.schema import TOOLSANDBOX_NOTE
+    from factory.evaluate.render import columns, routes_line, rows, title
+    from factory.evaluate.schema import TOOLSANDBOX, TOOLSANDBOX_NOTE
 
-    console.print(summary_table("τ² pass rate (passed/scored)", columns(report), rows(report), width=min(console.width, 80), key="arm"))
+    console.print(summary_table(title(report), columns(report), rows(report), width=min(console.width, 80), key="arm"))
     line = routes_line(report)
     if line:
         console.print(safe(line), highlight=False)
     for note in report.notes:
         console.print(f"[yellow]note:[/] {safe(note)}", highlight=False)
-    console.print(f"[yellow]note:[/] {safe(TOOLSANDBOX_NOTE)}.", highlight=False)
+    if TOOLSANDBOX not in report.targets:
+        console.print(f"[yellow]note:[/] {safe(TOOLSANDBOX_NOTE)}.", highlight=False)
     chart = f" and {report.chart}" if report.chart else ""
     console.print(f"wrote {safe(report.out)}/results.json{safe(chart)}; trajectories under {safe(report.out)}/arms/ (for `factory analyze`)", highlight=False)

@@ -50,6 +50,8 @@ def render_summary(summary: "RolloutSummary", out: Console) -> None:
             f"[yellow]note:[/] {summary.not_fully_judged} episode(s) were graded on part of their reward basis only; "
             f"not judged: {safe(parts)}. Pass --judge MODEL to judge NL assertions."
         )
+    for reason, count in summary.skipped.items():
+        out.print(f"[yellow]skipped:[/] {count} task(s) {safe(reason)}")
     if summary.gold_errors:
         out.print(f"[yellow]note:[/] gold actions that return errors themselves: tasks {safe(', '.join(summary.gold_errors))}")
     for example in summary.error_examples[:3]:
@@ -66,12 +68,12 @@ def _task_ids(values: list[str] | None) -> list[str] | None:
 
 
 def rollout(
-    target: Annotated[str, typer.Option("--target", help="tau2-airline, tau2-retail, or mcp (any MCP server; needs --server and --tasks).")],
+    target: Annotated[str, typer.Option("--target", help="tau2-airline, tau2-retail, mcp (any MCP server; needs --server and --tasks), or toolsandbox (Apple's ToolSandbox, when installed).")],
     policy: Annotated[str, typer.Option("--policy", help="scripted:gold, scripted:empty, an LLM (openai:gpt-4.1, anthropic:..., vllm:MODEL), or hf:PATH[@ADAPTER].")],
     out: Annotated[Path, typer.Option("--out", help="Output folder; an existing one is resumed.")] = Path("rollout"),
     tasks: Annotated[Optional[Path], typer.Option("--tasks", help="τ² tasks.json (default for τ² targets: the tasks bundled with the server package).")] = None,
     task_ids: Annotated[Optional[list[str]], typer.Option("--task-ids", help="Only these task ids (repeatable, or comma-separated).")] = None,
-    server: Annotated[Optional[str], typer.Option("--server", help="MCP server: a stdio command line or an http(s):// URL.")] = None,
+    server: Annotated[Optional[str], typer.Option("--server", help="MCP server: a stdio command line or an http(s):// URL (toolsandbox: the worker's command line).")] = None,
     backend: Annotated[str, typer.Option("--backend", help="auto (τ²-bench itself when importable, else MCP), mcp, or native.")] = "auto",
     user: Annotated[str, typer.Option("--user", help="Simulated user: scripted (deterministic) or an LLM spec.")] = "scripted",
     judge: Annotated[Optional[str], typer.Option("--judge", help="LLM that judges NL assertions; without it they are reported as not judged.")] = None,
@@ -100,6 +102,8 @@ def rollout(
     factory rollout --target tau2-airline --task-ids 0,1,2 --policy hf:Qwen3-8B@adapters/dates --out runs/hf
 
     factory rollout --target mcp --server "my-mcp-server --stdio" --tasks tasks.json --policy vllm:Qwen/Qwen3-8B --json
+
+    factory rollout --target toolsandbox --policy scripted:gold --out runs/toolsandbox-gold
     """
     from env_registry.targets.errors import TargetError
     from factory.rollout.engine import Rollout, RolloutConfig

@@ -6,7 +6,7 @@ Layout under ``out``::
     menu.json                          the routing menu (built once, reused on resume)
     arms/<arm>/<target>/               a `factory rollout` folder: trajectories.jsonl, run.json, summary.json
     arms/routed/decisions.jsonl        one routing decision per task, as made
-    results.json, pass_rates.png       the comparison
+    results.json, pass_rates.png       the comparison (ToolSandbox beside τ², in its own panel)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from factory.evaluate.engines import Engine, open_engine
 from factory.evaluate.schema import (
-    ADAPTER_PREFIX, ARM_BASE, ARM_ROUTED, EpisodeSettings, EvalConfig, EvalError, EvalReport, EvalTarget, arm_folder,
+    ADAPTER_PREFIX, ARM_BASE, ARM_ROUTED, TOOLSANDBOX, EpisodeSettings, EvalConfig, EvalError, EvalReport, EvalTarget, arm_folder,
 )  # fmt: skip
 from factory.evaluate.scores import arm_result
 from factory.pipeline.digests import tree_digest
@@ -44,9 +44,9 @@ def task_ids(target: EvalTarget) -> list[str] | None:
         return target.task_ids
     if target.task_ids is not None:
         return target.task_ids[: target.limit]
-    from env_registry.targets.catalog import resolve_target, spec_tasks
+    from env_registry.targets.catalog import TOOLSANDBOX, resolve_target, spec_tasks
 
-    spec = resolve_target(target.name, tasks_file=target.tasks_file, backend="mcp")
+    spec = resolve_target(target.name, tasks_file=target.tasks_file, backend="auto" if target.name == TOOLSANDBOX else "mcp")
     return [task.id for task in spec_tasks(spec)[: target.limit]]
 
 
@@ -132,6 +132,7 @@ def run_eval(
     """Run every arm on every target; returns the report and writes ``results.json`` and the chart."""
     from env_registry.targets.runner import GoldCache
     from factory.rollout.engine import Rollout, RolloutConfig
+    from factory.rollout.store import RolloutStore
     from router.loading import adapter_base_model
 
     started = time.monotonic()
@@ -149,7 +150,7 @@ def run_eval(
     results = []
     try:
         for arm in config.arm_ids():
-            summaries, wanted = [], {}
+            summaries, wanted, episodes = [], {}, {}
             for target in config.targets:
                 policy = engine.policy(arm, target.name)
                 rollout_config = RolloutConfig(
@@ -165,17 +166,21 @@ def run_eval(
                     raise KeyboardInterrupt
                 summaries.append(summary)
                 wanted[target.name] = {task.id for task in runner.tasks}
+                if target.name == TOOLSANDBOX:  # its intervals need every episode's similarity
+                    episodes[target.name] = RolloutStore.load(rollout_config.out)
             kind = "base" if arm == ARM_BASE else "routed" if arm == ARM_ROUTED else "adapter"
             adapter = arm.removeprefix(ADAPTER_PREFIX) if kind == "adapter" else None
             routes = log.routes(wanted) if kind == "routed" else None
             spec = engine.policy(arm, config.targets[0].name).spec
-            results.append(arm_result(arm, kind, spec, str(out / "arms" / arm_folder(arm)), summaries, adapter, routes))
+            results.append(arm_result(arm, kind, spec, str(out / "arms" / arm_folder(arm)), summaries, adapter, routes, episodes))
     finally:
         engine.close()
     report = EvalReport(
         out=str(out), model=model, engine=config.engine, targets=[t.name for t in config.targets], arms=results,
         notes=notes(config, results), seconds=round(time.monotonic() - started, 2),
     )  # fmt: skip
+    if TOOLSANDBOX in report.targets:
+        report.toolsandbox = {"available": True, "note": "ToolSandbox: mean similarity and perfect scenarios by its own evaluator, 95% intervals"}
     report.chart = draw(report, out / CHART_FILE)
     (out / RESULTS_FILE).write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return report
@@ -189,8 +194,12 @@ def notes(config: EvalConfig, results: list[Any]) -> list[str]:
     errors = sum(r.errors for r in results)
     if errors:
         out.append(f"{errors} episode(s) ended in an error (target, user or policy failure) and are left out of the rates")
-    if len(config.targets) == 1:
-        out.append(f"overall covers {config.targets[0].name} only; the paper's τ² overall is over airline and retail together")
+    tau2 = [t.name for t in config.targets if t.name != TOOLSANDBOX]
+    if len(tau2) == 1:
+        out.append(f"overall covers {tau2[0]} only; the paper's τ² overall is over airline and retail together")
+    skipped = {reason: n for r in results[:1] for d in r.domains for reason, n in d.skipped.items()}
+    for reason, count in skipped.items():
+        out.append(f"toolsandbox: {count} scenario(s) skipped: they {reason}")
     return out
 
 

@@ -3,8 +3,8 @@
 Arms: ``base`` (adapters disabled), ``adapter:<capability>`` (that adapter alone, on every task) and
 ``routed`` (the router picks one adapter, or none, per task). The τ² overall pass rate is the paper's:
 tasks solved over the union of the evaluated domains' tasks (a task-weighted rate, not the mean of the
-domain rates). ToolSandbox's mean similarity and perfect rate need its native evaluator, which this
-project does not ship: they are never estimated, and every report says so.
+domain rates). ToolSandbox (``toolsandbox``, when its package is installed) is reported beside τ², never inside
+the τ² overall: ToolSandbox's own mean similarity and number of perfect scenarios, each with a 95% interval.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ ADAPTER_PREFIX = "adapter:"
 Arms = Literal["base", "adapters", "routed"]
 ALL_ARMS: list[Arms] = ["base", "adapters", "routed"]
 TAU2_TARGETS = ("tau2-airline", "tau2-retail")
+TOOLSANDBOX = "toolsandbox"
+EVAL_TARGETS = (*TAU2_TARGETS, TOOLSANDBOX)
 
 TOOLSANDBOX_NOTE = (
-    "ToolSandbox mean similarity and perfect rate are not measured: they need ToolSandbox's native evaluator "
-    "(milestone and minefield similarity over its own execution context), and this project has no native "
-    "ToolSandbox adapter; its ToolSandbox profile serves env synthesis only"
+    "ToolSandbox was not evaluated: add --target toolsandbox (it needs Apple's ToolSandbox package installed; see "
+    "the README) for its mean similarity and perfect count"
 )
 
 
@@ -42,7 +43,7 @@ class _Strict(BaseModel):
 class EvalTarget(_Strict):
     """One target's tasks: all of them, the ids listed, or the first ``limit``."""
 
-    name: str = Field(description="tau2-airline or tau2-retail")
+    name: str = Field(description="tau2-airline, tau2-retail or toolsandbox")
     task_ids: list[str] | None = Field(default=None, min_length=1)
     limit: int | None = Field(default=None, ge=1, description="the first N tasks (after task_ids, if given)")
     tasks_file: str | None = Field(default=None, description="a τ² tasks.json (default: the tasks the server package bundles)")
@@ -50,10 +51,8 @@ class EvalTarget(_Strict):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
-        if name == "toolsandbox":
-            raise ValueError(TOOLSANDBOX_NOTE)
-        if name not in TAU2_TARGETS:
-            raise ValueError(f"target {name!r} cannot be evaluated; choose {' or '.join(TAU2_TARGETS)}")
+        if name not in EVAL_TARGETS:
+            raise ValueError(f"target {name!r} cannot be evaluated; choose {', '.join(EVAL_TARGETS)}")
         return name
 
 
@@ -141,6 +140,10 @@ class DomainScore(BaseModel):
     pass_rate: float | None = Field(description="passed / (episodes - errors)")
     pass_hat_k: dict[str, float] = Field(default_factory=dict)
     not_fully_judged: int = 0
+    mean_similarity: float | None = Field(default=None, description="ToolSandbox: mean similarity over scored episodes")
+    similarity_ci: list[float] | None = Field(default=None, description="ToolSandbox: 95% bootstrap interval of the mean similarity")
+    perfect_ci: list[float] | None = Field(default=None, description="ToolSandbox: 95% Wilson interval of the perfect rate (passed = perfect)")
+    skipped: dict[str, int] = Field(default_factory=dict, description="tasks left out because they cannot run here, by reason")
 
 
 class ArmResult(BaseModel):
@@ -153,7 +156,7 @@ class ArmResult(BaseModel):
     passed: int
     scored: int
     errors: int
-    pass_rate: float | None = Field(description="τ² overall: solved over the union of the domains' scored episodes")
+    pass_rate: float | None = Field(description="τ² overall: solved over the union of the τ² domains' scored episodes (ToolSandbox apart)")
     routes: dict[str, int] = Field(default_factory=dict, description="routed arm: tasks sent to each option")
 
 
@@ -163,7 +166,8 @@ class EvalReport(BaseModel):
     engine: str
     targets: list[str]
     arms: list[ArmResult]
-    toolsandbox: dict[str, str | bool] = Field(default_factory=lambda: {"available": False, "note": TOOLSANDBOX_NOTE})
+    toolsandbox: dict[str, str | bool] = Field(default_factory=lambda: {"available": False, "note": TOOLSANDBOX_NOTE},
+                                               description="whether ToolSandbox was evaluated (its figures are in each arm's domains)")
     notes: list[str] = Field(default_factory=list)
     chart: str | None = None
     seconds: float = 0.0

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
-from env_registry.targets.catalog import TargetSpec, resolve_target, spec_tasks
+from env_registry.targets.catalog import TargetSpec, resolve_target, skipped_tasks, spec_tasks
 from env_registry.targets.env import make_judge
 from env_registry.targets.errors import TargetError, TargetInfraError
 from env_registry.targets.mcp import parse_server
@@ -66,7 +66,7 @@ def resolve(config: RolloutConfig) -> tuple[TargetSpec, list[Task]]:
     spec = resolve_target(
         config.target, tasks_file=config.tasks_file, server=server, backend=config.backend, call_timeout_s=config.call_timeout_s  # type: ignore[arg-type]
     )
-    return spec, select_tasks(spec_tasks(spec), config.task_ids)
+    return spec, select_tasks(spec_tasks(spec, config.task_ids), config.task_ids)
 
 
 class Rollout:
@@ -128,6 +128,7 @@ class Rollout:
             new = store.appended()
             header = {"target": self.spec.id, "policy": self.policy.spec, "user": self.config.user, "judge": self.config.judge, "out": str(self.config.out)}
             summary = summarise(finished + new, trials=self.config.trials, tasks=len(self.tasks), header=header, resumed=len(finished), ran=len(new))
+            summary.skipped = skipped_tasks(self.spec, self.config.task_ids)
             summary.interrupted = self.stop.is_set() and len(new) < len(jobs)
             summary.duration_s = round(time.monotonic() - started, 2)
             store.write_summary(summary)
@@ -164,6 +165,14 @@ class Rollout:
     # --- one episode ---------------------------------------------------------------------------
     def _runner(self) -> TargetRunner:
         runner = getattr(self._local, "runner", None)
+        if runner is None and self.spec.backend == "toolsandbox":  # ToolSandbox runs whole conversations in its worker
+            from env_registry.targets.toolsandbox_runner import ToolSandboxRunner
+
+            runner = ToolSandboxRunner(self.spec, tasks=self.tasks, user=self.config.user, temperature=self.config.temperature,
+                                       max_steps=self.config.max_steps, call_timeout_s=self.config.call_timeout_s)  # type: ignore[assignment]
+            self._local.runner = runner
+            with self._runners_lock:
+                self._runners.append(runner)  # type: ignore[arg-type]
         if runner is None:
             runner = TargetRunner(
                 self.spec,

@@ -6,7 +6,9 @@ message, exactly what a target env's ``step`` accepts.
 
 Specs (``--policy``):
 - ``scripted:gold``   replays the task's gold actions, then tells the user what the task says must be
-                      communicated, then stops (an oracle: it reads the task's answer key);
+                      communicated, then stops (an oracle: it reads the task's answer key); on ToolSandbox,
+                      whose scenarios define milestones rather than a script, the reference agent of the
+                      target works through the milestones against the live state;
 - ``scripted:empty``  stops at once, doing nothing;
 - ``hf:PATH[@ADAPTER]`` a local transformers model (and PEFT adapter), chat template with tools;
 - anything else is an LLM spec (``openai:gpt-4.1``, ``anthropic:claude-...``, ``vllm:Qwen/Qwen3-8B``).
@@ -48,6 +50,9 @@ class GoldPolicy(Policy):
     spec = "scripted:gold"
 
     def start(self, task: Task, tools: list[dict[str, Any]], seed: int) -> Act:
+        reference = getattr(task, "reference_turn", None)  # a target that works its reference out live (ToolSandbox)
+        if callable(reference):
+            return lambda messages: reference()
         turns: list[Action] = [
             {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": a.name, "arguments": json.dumps(a.arguments)}}]}
             for a in task.gold_actions

@@ -46,6 +46,7 @@ class RolloutSummary(BaseModel):
     error_kinds: dict[str, int] = Field(default_factory=dict)
     error_examples: list[EpisodeError] = Field(default_factory=list)
     gold_errors: dict[str, list[str]] = Field(default_factory=dict, description="tasks whose own gold actions return errors")
+    skipped: dict[str, int] = Field(default_factory=dict, description="tasks left out because they cannot run here, by reason")
     resumed: int = 0
     ran: int = 0
     interrupted: bool = False

@@ -64,7 +64,7 @@ def test_every_arm_runs_on_one_model_load_and_reports_the_papers_overall(evaluat
     out, report, loads = evaluated
     assert loads == 1  # base arm, adapter arm, routed arm and the router: one from_pretrained
     assert [a["arm"] for a in report["arms"]] == ["base", f"adapter:{CAPABILITY}", "routed"]
-    assert report["toolsandbox"]["available"] is False and "no native ToolSandbox adapter" in report["toolsandbox"]["note"]
+    assert report["toolsandbox"]["available"] is False and "ToolSandbox was not evaluated" in report["toolsandbox"]["note"]
     for arm in report["arms"]:
         folder = Path(arm["folder"])
         trajectories = [t for target in ("tau2-airline", "tau2-retail") for t in RolloutStore.load(folder / target)]
@@ -134,7 +134,7 @@ def test_table_fits_80_columns_and_a_second_run_resumes(evaluated, adapters_dir:
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--target", "toolsandbox"], "no native ToolSandbox adapter"),
+        (["--target", "toolbox"], "cannot be evaluated; choose tau2-airline, tau2-retail, toolsandbox"),
         (["--target", "tau2-airline", "--arms", "routed"], "need adapters"),
         (["--target", "tau2-airline", "--arms", "base,everything"], "arms"),
         (["--target", "tau2-airline", "--task-ids", "tau2-retail:1"], "is not one of the --target values"),

@@ -36,7 +36,7 @@ class EvalStage(Stage):
             dtype=ctx.config.dtype, seed=ctx.config.seed,
         )
         report = run_eval(config, progress=lambda label, d, t, p: ctx.progress(f"eval · {label}", d, t), stop=ctx.stop, fresh=not ctx.resume)
-        if all(arm.scored == 0 for arm in report.arms):
+        if all(d.passed + d.failed == 0 for arm in report.arms for d in arm.domains):  # τ² and ToolSandbox alike
             raise StageError(f"every eval episode ended in an error; see the trajectories under {ctx.folder / 'arms'}")
         results = ctx.folder / RESULTS_FILE
         value = {"pass_rates": {arm.arm: arm.pass_rate for arm in report.arms}}
