@@ -49,6 +49,11 @@ class TargetEnv(TraceEnv):
         call_timeout_s: float | None = None,
         render_mode: str | None = None,
     ) -> None:
+        self._init_kwargs = {
+            "target": target, "task_id": task_id, "tasks": tasks, "server": server, "backend": backend, "user": user,
+            "judge": judge, "policy": policy, "max_steps": max_steps, "max_errors": max_errors,
+            "call_timeout_s": call_timeout_s, "render_mode": render_mode,
+        }
         server_spec = parse_server(server) if isinstance(server, str) else server
         spec = resolve_target(target, tasks_file=tasks, server=server_spec, backend=backend, policy=policy, call_timeout_s=call_timeout_s)
         runner = TargetRunner(
@@ -60,6 +65,14 @@ class TargetEnv(TraceEnv):
             max_errors=max_errors,
         )
         super().__init__(runner=runner, render_mode=render_mode)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A target env pickles as its constructor's arguments; the unpickled one starts its own server."""
+        return {"init": self._init_kwargs, "spec": self.spec}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state["init"])  # type: ignore[misc]
+        self.spec = state["spec"]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         gym.Env.reset(self, seed=seed)
