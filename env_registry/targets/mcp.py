@@ -173,12 +173,7 @@ class MCPBackend(TargetBackend):
 
     def _restart(self) -> None:
         """A fresh server process for the next episode (its state dir, if any, emptied too)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if self._state_dir is not None:
-            shutil.rmtree(self._state_dir, ignore_errors=True)
-            self._state_dir = None
+        self.close()
         self._connection()
 
     def _call(self, key: str, name: str, arguments: dict[str, Any]) -> ToolOutcome:

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,7 @@ import pytest
 from env_registry.targets.env import TargetEnv
 from env_registry.targets.errors import TargetConfigError
 from env_registry.targets.mcp import MCPServerSpec
-from tests.targets.helpers import tool_call
+from tests.targets.helpers import http_mcp_server, tool_call
 
 SCRIPT = Path(__file__).with_name("shopping_list_server.py")
 STDIO = f"{sys.executable} {SCRIPT}"
@@ -75,23 +73,9 @@ def test_a_reset_tool_is_called_per_episode_and_hidden(tasks: Path) -> None:
 
 
 @pytest.fixture
-def http_server() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, str(SCRIPT), "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+def http_server() -> Iterator[str]:
+    with http_mcp_server(SCRIPT, "--http") as url:
+        yield url
 
 
 def test_a_server_that_cannot_be_reset_is_refused_a_second_episode(tasks: Path, http_server: str) -> None:
