@@ -5,29 +5,53 @@ one assistant turn: raw model text (Hermes/Qwen ``<tool_call>`` blocks and OpenA
 OpenAI message dict with ``tool_calls``. Observations are the new messages as text; ``info["messages"]``
 (at reset and at the end) and ``info["new_messages"]`` carry the structured OpenAI-format messages that
 chat templates need, and ``info["tools"]`` the tool schemas.
+
+Episode length: ``gym.make(id, max_steps=N)`` sets the env's own turn limit (the worker truncates and
+grades), and ``env.spec.max_episode_steps`` reports the limit in force. An episode cut short by a wrapper
+(``gym.make(id, max_episode_steps=M)`` adds a ``TimeLimit``) is graded by :class:`GradeOnTruncation`;
+code that caps turns itself calls :meth:`TraceEnv.truncate`. Either way the last step carries the reward
+of the state reached, with ``truncated=True``.
+
+A ``TraceEnv`` pickles as its stored env (source and manifest, no machine path needed) and reopens a
+sandbox worker at its next ``reset`` in whatever process unpickles it (Ray, multiprocessing).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
+from gymnasium.utils import RecordConstructorArgs
 
 from env_registry.spaces import AnyText
 
 if TYPE_CHECKING:
+    from gymnasium.envs.registration import EnvSpec
+
     from env_registry.execution import Runner
+    from env_registry.registry import StoredEnv
 
 MAX_OBSERVATION_CHARS = 2_000_000
 MAX_ACTION_CHARS = 200_000
+MAX_TURN_LIMIT = 10_000
+
+
+def _turn_limit(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TURN_LIMIT:
+        raise ValueError(f"max_steps must be an integer from 1 to {MAX_TURN_LIMIT}, got {value!r}")
+    return value
 
 
 class TraceEnv(gym.Env[str, str]):
     """One synthetic training env for one capability. ``runner`` is an EpisodeRunner or a SandboxedRunner."""
 
     metadata = {"render_modes": ["ansi"]}
+    _spec: "EnvSpec | None" = None
 
     def __init__(
         self,
@@ -37,26 +61,71 @@ class TraceEnv(gym.Env[str, str]):
         runner: "Runner | None" = None,
         render_mode: str | None = None,
         sandbox: str | None = None,
+        max_steps: int | None = None,
     ) -> None:
+        self.max_steps = _turn_limit(max_steps)
+        self.sandbox = sandbox
+        self._stored: StoredEnv | None = None
         if runner is None:
             if capability is None:
                 raise ValueError("TraceEnv needs a capability (from the registry) or a runner")
             from env_registry.execution import open_runner
+            from env_registry.registration import registered_root
             from env_registry.registry import Registry
 
-            runner = open_runner(Registry(registry_root).get(capability, version), sandbox)
-        self.runner = runner
+            root = registry_root if registry_root is not None else registered_root(capability, version)
+            self._stored = Registry(root).get(capability, version)
+            runner = open_runner(self._stored, sandbox)
+        self._runner: Runner | None = runner
         self.capability = runner.capability
+        declared = self._stored.manifest.max_steps if self._stored is not None else getattr(runner, "max_steps", None)
+        self.turn_limit: int | None = self.max_steps or (declared if isinstance(declared, int) else None)
         self.observation_space = AnyText(MAX_OBSERVATION_CHARS)
         self.action_space = AnyText(MAX_ACTION_CHARS)
         self.render_mode = render_mode
         self._last_observation = ""
 
+    # --- the spec reports the turn limit in force -------------------------------------------------
+    @property  # type: ignore[override]
+    def spec(self) -> "EnvSpec | None":
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: "EnvSpec | None") -> None:
+        """``gym.make`` sets the spec with ``max_episode_steps=None``; this env enforces its own limit, so say it."""
+        if value is not None and value.max_episode_steps is None and self.turn_limit is not None:
+            value = dataclasses.replace(value, max_episode_steps=self.turn_limit)
+        self._spec = value
+
+    # --- the worker: opened at construction, and again after unpickling -----------------------------
+    @property
+    def runner(self) -> "Runner":
+        if self._runner is None:
+            from env_registry.execution import open_runner
+
+            assert self._stored is not None
+            self._runner = open_runner(self._stored, self.sandbox)
+        return self._runner
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._stored is None:
+            raise TypeError(
+                f"this {type(self).__name__} was built around a runner object and cannot be pickled; "
+                "make it with gym.make('trace/<capability>-v<N>') to get a picklable env"
+            )
+        state = self.__dict__.copy()
+        state["_runner"] = None  # a sandbox worker is a process: the unpickled env starts its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    # --- Gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         if seed is None:
             seed = int(self.np_random.integers(0, 2**31 - 1))
-        result = self.runner.reset(seed)
+        result = self.runner.reset(seed, max_steps=self.max_steps) if self.max_steps else self.runner.reset(seed)
         self._last_observation = result.observation
         return result.observation, result.info
 
@@ -65,15 +134,43 @@ class TraceEnv(gym.Env[str, str]):
         self._last_observation = result.observation
         return result.observation, float(result.reward), result.terminated, result.truncated, result.info
 
+    def truncate(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """End the running episode from outside (a turn cap of your own): the ``step`` tuple of its last turn,
+        with the reward of the state reached, ``truncated=True`` and the end-of-episode ``info`` keys."""
+        result = self.runner.truncate()
+        return result.observation, float(result.reward), False, True, result.info
+
     def close(self) -> None:
         """Stops the sandbox worker that hosts the env code, if there is one."""
-        self.runner.close()
+        if self._runner is not None:
+            self._runner.close()
         super().close()
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":
             return self._last_observation
         return None
+
+
+class GradeOnTruncation(gym.Wrapper[str, str, str, str], RecordConstructorArgs):
+    """Registered as an additional wrapper of every ``trace/`` env, outside ``gym.make``'s ``TimeLimit``.
+
+    When a wrapper below it truncates an episode the env itself has not ended (its ``info`` has no
+    ``ended_by``), the env grades the state reached: the step's reward becomes that grade and ``info``
+    gains ``reward_components``, ``reward_detail``, ``ended_by`` and ``messages`` as at a natural end.
+    """
+
+    def __init__(self, env: gym.Env[str, str]) -> None:
+        RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if truncated and not terminated and "ended_by" not in info:
+            final = self.env.unwrapped.truncate()  # type: ignore[attr-defined]
+            reward = final[1]
+            info = {**info, **{k: v for k, v in final[4].items() if k not in ("steps", "new_messages")}}
+        return observation, reward, terminated, truncated, info
 
 
 def _sendable(action: Any) -> Any:

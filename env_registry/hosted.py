@@ -95,8 +95,15 @@ class SandboxedRunner:
         self.capability: str = capability
         self.tool_schemas: list[dict[str, Any]] = tools
 
-    def reset(self, seed: int) -> StepResult:
-        return _step_result(self.hosted.call("reset", {"seed": int(seed)}))
+    def reset(self, seed: int, max_steps: int | None = None) -> StepResult:
+        params: dict[str, Any] = {"seed": int(seed)}
+        if max_steps is not None:
+            params["max_steps"] = int(max_steps)
+        return _step_result(self.hosted.call("reset", params))
+
+    def truncate(self) -> StepResult:
+        """End the running episode from outside; the worker grades the state reached."""
+        return _step_result(self.hosted.call("truncate"))
 
     def step(self, action: Any) -> StepResult:
         return _step_result(self.hosted.call("step", {"action": action_to_json(action)}))

@@ -7,22 +7,59 @@ with no prior import.
 Registration reads folder names only, never a file: an import cannot hang on a FIFO, fail on a bad byte or
 take long on a big registry, and a damaged entry cannot hide the others. Whether an entry is sound is checked
 when it is made (``gym.make`` raises the registry's one-line error, with the fix, for a broken or tampered one).
+
+A spec holds no machine path: its kwargs are the capability and version only, so ``env.spec`` means the
+same env on every machine. Which registry root an id was registered from is kept in this process
+(:func:`registered_root`); another process finds the env through ``$TRACE_FACTORY_REGISTRY`` or the
+default root (a forked worker, such as an async vector env's, inherits this process's map).
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import gymnasium as gym
+from gymnasium.envs.registration import WrapperSpec
 
 from env_registry.registry import Registry
 
 NAMESPACE = "trace"
 ENTRY_POINT = "env_registry.gym_env:TraceEnv"
+GRADING_WRAPPER = WrapperSpec(name="GradeOnTruncation", entry_point="env_registry.gym_env:GradeOnTruncation", kwargs={})
+
+_ROOTS: dict[str, Path] = {}
+_LOCK = threading.Lock()
 
 
 def gym_id(capability: str, version: int) -> str:
     return f"{NAMESPACE}/{capability}-v{version}"
+
+
+def registered_root(capability: str, version: int | None) -> Path | None:
+    """The registry root ``trace/<capability>-v<version>`` was registered from in this process, if any."""
+    if version is None:
+        return None
+    with _LOCK:
+        return _ROOTS.get(gym_id(capability, version))
+
+
+def register_version(capability: str, version: int, root: str | Path | None = None, *, replace: bool = False) -> bool:
+    """Register one stored version; with ``replace``, re-point an id already registered (from another root)
+    at ``root``. Returns whether the id was registered or re-pointed now."""
+    env_id = gym_id(capability, version)
+    resolved = Registry(root).root
+    with _LOCK:
+        if env_id in gym.registry:
+            if not replace or _ROOTS.get(env_id) == resolved:
+                return False
+            gym.registry.pop(env_id, None)
+        gym.register(
+            id=env_id, entry_point=ENTRY_POINT, kwargs={"capability": capability, "version": version},
+            additional_wrappers=(GRADING_WRAPPER,),
+        )
+        _ROOTS[env_id] = resolved
+    return True
 
 
 def register_all(root: str | Path | None = None) -> list[str]:
@@ -34,16 +71,9 @@ def register_all(root: str | Path | None = None) -> list[str]:
     except Exception:  # noqa: BLE001 - a registry that cannot even be named must not break an import
         return added
     for capability, version in found:
-        env_id = gym_id(capability, version)
-        if env_id in gym.registry:
-            continue
         try:
-            gym.register(
-                id=env_id,
-                entry_point=ENTRY_POINT,
-                kwargs={"capability": capability, "version": version, "registry_root": str(registry.root)},
-            )
+            if register_version(capability, version, registry.root):
+                added.append(gym_id(capability, version))
         except Exception:  # noqa: BLE001 - one odd name must not stop the rest
             continue
-        added.append(env_id)
     return added

@@ -82,6 +82,7 @@ REPLY_MODELS: dict[str, type[BaseModel]] = {
     "episode": EpisodeReply,
     "reset": StepReply,
     "step": StepReply,
+    "truncate": StepReply,
     "solution": SolutionReply,
 }
 

@@ -2,7 +2,9 @@
 # Installs trace-factory into the current Python environment.
 #   bash scripts/setup.sh         core install plus bubblewrap, the sandbox `factory build` needs
 #   bash scripts/setup.sh --dev   + test tools, LLM SDKs, the τ² MCP target servers, the training stack (CPU torch
-#                                 2.13.0, transformers, peft, accelerate, trl) and the Docker sandbox (daemon, image)
+#                                 2.13.0, transformers, peft, accelerate, trl) and the Docker sandbox (daemon, image),
+#                                 and .venv-verifiers: the verifiers extra, whose mcp<2 cannot share an install
+#                                 with the targets extra (mcp==2.3.0), over this environment's packages
 # Installing system packages needs root or sudo (apt); without them the script says what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +13,8 @@ PIP=("$PYTHON" -m pip install --quiet --disable-pip-version-check)
 
 if [[ "${1:-}" == "--dev" ]]; then
     "${PIP[@]}" -e ".[dev,llm,docker,e2b,targets,train]"
+    "$PYTHON" -m venv --system-site-packages .venv-verifiers
+    .venv-verifiers/bin/python -m pip install --quiet --disable-pip-version-check -e ".[verifiers]"
     PYTHON="$PYTHON" bash scripts/sandbox-services.sh
 else
     "${PIP[@]}" -e .

@@ -85,10 +85,15 @@ class EpisodeRunner:
         self.episode: Episode | None = None
         self.env_errors: list[dict[str, str]] = []
         self.done = False
+        self.max_steps: int = env.max_steps
 
     # --- Gymnasium-shaped API -----------------------------------------------------------------
-    def reset(self, seed: int, scenario: Scenario | None = None) -> StepResult:
-        """Start an episode. ``scenario`` may be passed when the caller already generated it for ``seed``."""
+    def reset(self, seed: int, scenario: Scenario | None = None, max_steps: int | None = None) -> StepResult:
+        """Start an episode. ``scenario`` may be passed when the caller already generated it for ``seed``;
+        ``max_steps`` replaces the env's own turn limit for this episode (``gym.make(..., max_steps=N)``)."""
+        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        self.max_steps = self.env.max_steps if max_steps is None else max_steps
         try:
             scenario = scenario if scenario is not None else self.env.generate(int(seed))
             if not isinstance(scenario, Scenario):
@@ -111,7 +116,7 @@ class EpisodeRunner:
             "scenario_hash": scenario.fingerprint(),
             "tools": self.tool_schemas,
             "messages": list(messages),
-            "max_steps": self.env.max_steps,
+            "max_steps": self.max_steps,
         }
         return StepResult(observation=observation, info=info)
 
@@ -150,7 +155,7 @@ class EpisodeRunner:
             new_messages.append(message)
             if terminated and episode.ended_by is None:
                 episode.ended_by = "user"
-        truncated = not terminated and episode.steps >= self.env.max_steps
+        truncated = not terminated and episode.steps >= self.max_steps
         if truncated:
             episode.ended_by = "max_steps"
         info: dict[str, Any] = {"steps": episode.steps, "assistant_message": assistant, "new_messages": new_messages}
@@ -168,6 +173,23 @@ class EpisodeRunner:
         if self.env_errors:
             info["env_errors"] = list(self.env_errors)
         return StepResult(render_messages(new_messages), reward, terminated, truncated, info)
+
+    def truncate(self) -> StepResult:
+        """End the running episode from outside (a ``TimeLimit``, a trainer's turn cap): the reward of the state
+        reached, marked truncated, so a capped episode still carries signal. ``ended_by`` is ``max_steps``."""
+        episode = self.episode
+        if episode is None or self.done:
+            raise RuntimeError("truncate() needs a running episode: call reset(seed) first, and not after it ended")
+        self.done = True
+        episode.ended_by = "max_steps"
+        graded = self.grade()
+        info: dict[str, Any] = {
+            "steps": episode.steps, "new_messages": [], "truncated_by": "caller", "reward_components": graded["components"],
+            "reward_detail": graded, "ended_by": episode.ended_by, "messages": list(episode.messages),
+        }
+        if self.env_errors:
+            info["env_errors"] = list(self.env_errors)
+        return StepResult("", graded["total"], False, True, info)
 
     def close(self) -> None:
         """Nothing to release in process; the sandboxed runner's close stops its worker."""

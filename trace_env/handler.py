@@ -163,7 +163,7 @@ def reset(params: dict[str, Any]) -> dict[str, Any]:
     runner = EpisodeRunner(_env())
     _state["runner"] = runner
     seed = int(params["seed"])
-    return runner.reset(seed, _scenario(seed)).to_dict()
+    return runner.reset(seed, _scenario(seed), params.get("max_steps")).to_dict()
 
 
 def step(params: dict[str, Any]) -> dict[str, Any]:
@@ -173,7 +173,15 @@ def step(params: dict[str, Any]) -> dict[str, Any]:
     return runner.step(_action(params.get("action"))).to_dict()
 
 
+def truncate(params: dict[str, Any]) -> dict[str, Any]:
+    """End the running episode from outside and grade the state reached (see EpisodeRunner.truncate)."""
+    runner = _state.get("runner")
+    if runner is None:
+        raise RuntimeError("call 'reset' before 'truncate'")
+    return runner.truncate().to_dict()
+
+
 METHODS = {
     "load": load, "generate": generate, "solution": solution, "episode": episode, "reset": reset, "step": step,
-    "episodes": episodes, "survey": survey, "memory": memory,
+    "truncate": truncate, "episodes": episodes, "survey": survey, "memory": memory,
 }

@@ -10,6 +10,12 @@ names that state, and a server that persists states as files (``<state dir>/sha2
 private to the backend and its state dir is a temporary folder it owns, so parallel episodes never share
 state and nothing is left behind.
 
+Any other server declares how an episode gets a fresh world (``MCPServerSpec.reset``): its reset tool is
+called, or its stdio process is restarted, or - a server reached by URL without one - a second episode on
+it is refused unless ``allow_shared_state`` says to run it on the world the last one left. A server that
+returns its world's state from a tool (``state_tool``) gets the task's DB check on that state, the gold
+replay running on a fresh server of its own; otherwise the check says it could not read the state.
+
 Every failure of the server becomes a :class:`TargetInfraError` (see ``mcp_connection``); a result without
 the fields the server's convention promises is a protocol error too.
 """
@@ -34,6 +40,8 @@ from env_registry.targets.tasks import Action
 
 _HASHES: dict[tuple[str, str], str] = {}  # state-file bytes -> τ² hash: unchanged states (fresh ones) hash once
 _HASHES_LOCK = threading.Lock()
+_UNRESET: dict[str, int] = {}  # server -> episodes started on it, for servers without reset (one world per server)
+_UNRESET_LOCK = threading.Lock()
 
 __all__ = ["MCPBackend", "MCPServerSpec", "parse_server"]
 
@@ -60,6 +68,8 @@ class MCPBackend(TargetBackend):
         self._server_tools: set[str] = set()
         self._keyed: set[str] = set()
         self._server_info = ""
+        self._mode: str | None = None
+        self._episodes = 0
         prefix = uuid.uuid4().hex
         self._episode_key = f"trace-factory/{prefix}/episode"
         self._scratch_key = f"trace-factory/{prefix}/scratch"
@@ -93,6 +103,10 @@ class MCPBackend(TargetBackend):
         self._server_info = f"{info.name} {info.version}" if info is not None else self.spec.describe()
         self._server_tools = {tool.name for tool in listed}
         self._keyed = {tool.name for tool in listed if self.spec.state_param in ((tool.input_schema or {}).get("properties") or {})}
+        hidden = set(self.spec.hidden_tools) | {self.spec.reset_tool} | ({self.spec.state_tool} if self.spec.state_tool else set())
+        for wanted, flag in ((self.spec.state_tool, "--state-tool"), (self.spec.reset_tool if self.spec.reset == "tool" else None, "--reset-tool")):
+            if wanted and wanted not in self._server_tools:
+                raise TargetConfigError(f"MCP server `{self.spec.describe()}` lists no tool named {wanted!r} ({flag})")
         self._tools = [
             {
                 "type": "function",
@@ -103,7 +117,7 @@ class MCPBackend(TargetBackend):
                 },
             }
             for tool in listed
-            if tool.name not in self.spec.hidden_tools
+            if tool.name not in hidden
         ]
         if not self._tools:
             raise TargetProtocolError(f"MCP server `{self.spec.describe()}` lists no tools an agent could call")
@@ -119,15 +133,48 @@ class MCPBackend(TargetBackend):
         return json.loads(json.dumps(self._tools))
 
     # --- episodes ----------------------------------------------------------------------------------
+    @property
+    def reset_mode(self) -> str:
+        """How episodes get a fresh world here: ``tool``, ``restart`` or ``none`` (``auto`` resolved on the tool list)."""
+        if self._mode is None:
+            mode = self.spec.reset
+            if mode == "auto":
+                self._connection()
+                mode = "tool" if self.spec.reset_tool in self._server_tools else "restart" if self.spec.command else "none"
+            self._mode = mode
+        return self._mode
+
     def _reset_key(self, key: str) -> None:
         conn = self._connection()
-        if "reset_state" in self._server_tools:
-            result = conn.request("call_tool", "reset_state", {self.spec.state_param: key})
+        if self.spec.reset_tool in self._server_tools:
+            arguments = {self.spec.state_param: key} if self.spec.reset_tool in self._keyed else {}
+            result = conn.request("call_tool", self.spec.reset_tool, arguments)
             if result.is_error:
-                raise TargetProtocolError(f"MCP server `{self.spec.describe()}` refused reset_state: {_text_of(result)[:300]}")
+                raise TargetProtocolError(f"MCP server `{self.spec.describe()}` refused {self.spec.reset_tool}: {_text_of(result)[:300]}")
 
     def reset(self) -> None:
-        self._reset_key(self._episode_key)
+        mode = self.reset_mode
+        if mode == "tool":
+            self._reset_key(self._episode_key)
+        elif mode == "restart" and self._episodes:
+            self._restart()
+        elif mode == "none":
+            server = self.spec.url or " ".join(self.spec.command or [])
+            with _UNRESET_LOCK:
+                started = _UNRESET.get(server, 0)
+                if started and not self.spec.allow_shared_state:
+                    raise TargetConfigError(
+                        f"MCP server `{self.spec.describe()}` has no reset tool ({self.spec.reset_tool!r}) and cannot be restarted, "
+                        "so a second episode would start in the world the last one left: give it a reset tool (--reset-tool), "
+                        "run it as a stdio command (restarted per episode), or pass --allow-shared-state to run on it anyway"
+                    )
+                _UNRESET[server] = started + 1
+        self._episodes += 1
+
+    def _restart(self) -> None:
+        """A fresh server process for the next episode (its state dir, if any, emptied too)."""
+        self.close()
+        self._connection()
 
     def _call(self, key: str, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         conn = self._connection()
@@ -152,12 +199,31 @@ class MCPBackend(TargetBackend):
         return ToolOutcome(_text_of(result), bool(result.is_error))
 
     # --- state and grading -------------------------------------------------------------------------
+    def _state_via_tool(self, conn: MCPConnection, key: str) -> str:
+        """The hash of the world's state as the server's ``state_tool`` reports it (JSON, structured or text)."""
+        name = str(self.spec.state_tool)
+        result = conn.request("call_tool", name, {self.spec.state_param: key} if name in self._keyed else {})
+        structured = getattr(result, "structured_content", None)
+        state: Any = structured
+        if not isinstance(structured, (dict, list)):
+            try:
+                state = json.loads(_text_of(result))
+            except (json.JSONDecodeError, TypeError):
+                state = None
+        if result.is_error or not isinstance(state, (dict, list)):
+            raise TargetProtocolError(f"MCP server `{self.spec.describe()}` tool {name!r} did not return the state as JSON: {_text_of(result)[:200]}")
+        if isinstance(state, dict) and set(state) == {"result"}:  # FastMCP wraps a non-object return value
+            state = state["result"]
+        return db_hash({"state": state}, None)
+
     def _state_file(self, key: str) -> Path | None:
         if self._state_dir is None:
             return None
         return self._state_dir / f"{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
 
     def _hash_of(self, key: str) -> str | None:
+        if self.spec.state_tool:
+            return self._state_via_tool(self._connection(), key)
         path = self._state_file(key)
         if path is None:
             return None
@@ -190,13 +256,18 @@ class MCPBackend(TargetBackend):
 
     @property
     def reads_state(self) -> bool:
-        return bool(self.spec.state_dir_env and self.spec.command)
+        return bool(self.spec.state_tool) or bool(self.spec.state_dir_env and self.spec.command)
 
     @property
     def unreadable_reason(self) -> str:
         if self.spec.url:
-            return "the state of a server reached by URL cannot be read"
-        return "the server names no state dir (state_dir_env), so its state cannot be read"
+            return "the state of a server reached by URL cannot be read without a state tool (--state-tool)"
+        return "the server names no state dir (state_dir_env) and no state tool (--state-tool), so its state cannot be read"
+
+    def _replays_in_place(self) -> bool:
+        """Whether the gold replay can run on this server beside the episode: separate keyed states and a reset."""
+        keyed = self.spec.state_param and (not self.spec.state_tool or self.spec.state_tool in self._keyed)
+        return bool(keyed) and self.reset_mode == "tool" and self.spec.reset_tool in self._keyed
 
     def state_hash(self) -> str | None:
         if not self.reads_state:
@@ -206,6 +277,8 @@ class MCPBackend(TargetBackend):
     def replay(self, actions: list[Action]) -> Replay:
         if not self.reads_state:
             return Replay(None, unreadable=self.unreadable_reason)
+        if self.spec.state_tool and not self._replays_in_place():
+            return self._replay_on_fresh_server(actions)
         self._reset_key(self._scratch_key)
         errors = []
         for index, action in enumerate(actions):
@@ -213,6 +286,22 @@ class MCPBackend(TargetBackend):
             if outcome.error:
                 errors.append({"index": index, "name": action.name, "error": outcome.content[:300]})
         return Replay(self._hash_of(self._scratch_key), errors)
+
+    def _replay_on_fresh_server(self, actions: list[Action]) -> Replay:
+        """The gold actions on a server process of their own (the episode's world is left alone)."""
+        if not self.spec.command:
+            return Replay(None, unreadable="a server reached by URL without keyed states has one world: the gold replay needs a fresh one")
+        self._connection()  # tools known
+        scratch = MCPConnection(self.spec, {})
+        try:
+            errors = []
+            for index, action in enumerate(actions):
+                outcome = self._outcome(scratch.request("call_tool", action.name, dict(action.arguments)))
+                if outcome.error:
+                    errors.append({"index": index, "name": action.name, "error": outcome.content[:300]})
+            return Replay(self._state_via_tool(scratch, self._scratch_key), errors)
+        finally:
+            scratch.close()
 
     def close(self) -> None:
         if self._conn is not None:

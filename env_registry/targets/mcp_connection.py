@@ -41,6 +41,19 @@ class MCPServerSpec(BaseModel):
     )
     hidden_tools: list[str] = Field(default_factory=lambda: ["reset_state", "get_call_log"])
     state_param: str = "state_key"
+    reset: Literal["auto", "tool", "restart", "none"] = Field(
+        default="auto",
+        description="how each episode gets a fresh world: tool (call reset_tool), restart (a new stdio server "
+        "process), none (the server keeps its state: one episode per server unless allow_shared_state); "
+        "auto: tool when the server lists reset_tool, else restart for a command, else none",
+    )
+    reset_tool: str = Field(default="reset_state", description="the server's reset tool (hidden from the agent)")
+    allow_shared_state: bool = Field(
+        default=False, description="run more than one episode on a server that cannot be reset (each sees the last one's world)"
+    )
+    state_tool: str | None = Field(
+        default=None, description="a tool that returns the world's state as JSON (hidden from the agent): the task's DB check reads it"
+    )
     envelope: Literal["auto", "tau2", "text"] = Field(
         default="auto", description="tau2: results carry tau2_tool_message {content, error}; text: the text content as is"
     )
@@ -51,6 +64,8 @@ class MCPServerSpec(BaseModel):
     def _one_way_in(self) -> "MCPServerSpec":
         if bool(self.command) == bool(self.url):
             raise ValueError("give exactly one of command (a stdio server) or url (a Streamable HTTP server)")
+        if self.reset == "restart" and not self.command:
+            raise ValueError("reset 'restart' needs a stdio server (a command); a server reached by URL cannot be restarted")
         return self
 
     def describe(self) -> str:

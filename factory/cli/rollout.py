@@ -85,6 +85,10 @@ def rollout(
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature of LLM/HF policies and LLM users.")] = 0.0,
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Tokens per policy turn (LLM default 2048, hf: 512).")] = None,
     call_timeout: Annotated[Optional[float], typer.Option("--call-timeout", min=0.1, help="Seconds a target may take per tool call (default 30).")] = None,
+    reset: Annotated[Optional[str], typer.Option("--reset", help="MCP: how each episode gets a fresh world: tool, restart (stdio), none; default auto (tool if listed, else restart, else none).")] = None,
+    reset_tool: Annotated[Optional[str], typer.Option("--reset-tool", help="MCP: the server's reset tool (default reset_state; hidden from the agent).")] = None,
+    state_tool: Annotated[Optional[str], typer.Option("--state-tool", help="MCP: a tool returning the world's state as JSON; the task's DB check reads it.")] = None,
+    allow_shared_state: Annotated[bool, typer.Option("--allow-shared-state", help="MCP: run more than one episode on a server that cannot be reset.")] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Run a policy on a real target and record its trajectories for `factory analyze`.
@@ -104,6 +108,8 @@ def rollout(
     factory rollout --target mcp --server "my-mcp-server --stdio" --tasks tasks.json --policy vllm:Qwen/Qwen3-8B --json
 
     factory rollout --target toolsandbox --policy scripted:gold --out runs/toolsandbox-gold
+
+    factory rollout --target mcp --server http://127.0.0.1:8000/mcp --state-tool dump_state --tasks tasks.json --policy scripted:gold
     """
     from env_registry.targets.errors import TargetError
     from factory.rollout.engine import Rollout, RolloutConfig
@@ -113,6 +119,7 @@ def rollout(
             target=target, out=out, policy=policy, tasks_file=str(tasks) if tasks else None, task_ids=_task_ids(task_ids),
             server=server, backend=backend, user=user, judge=judge, trials=trials, concurrency=concurrency,
             max_steps=max_steps, max_errors=max_errors, seed=seed, temperature=temperature, max_tokens=max_tokens, call_timeout_s=call_timeout,
+            reset=reset, reset_tool=reset_tool, state_tool=state_tool, allow_shared_state=allow_shared_state,
         )  # fmt: skip
     except ValidationError as exc:
         first = exc.errors()[0]

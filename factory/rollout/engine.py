@@ -15,13 +15,13 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
 from env_registry.targets.catalog import TargetSpec, resolve_target, skipped_tasks, spec_tasks
-from env_registry.targets.env import make_judge
-from env_registry.targets.errors import TargetError, TargetInfraError
+from env_registry.targets.env import make_judge, with_server_contract
+from env_registry.targets.errors import TargetConfigError, TargetError, TargetInfraError
 from env_registry.targets.mcp import parse_server
 from env_registry.targets.runner import GoldCache, TargetRunner
 from env_registry.targets.tasks import Task, select_tasks
@@ -54,6 +54,10 @@ class RolloutConfig(BaseModel):
     temperature: float | None = 0.0
     max_tokens: int | None = None
     call_timeout_s: float | None = Field(default=None, gt=0)
+    reset: Literal["auto", "tool", "restart", "none"] | None = None
+    reset_tool: str | None = None
+    state_tool: str | None = None
+    allow_shared_state: bool = False
 
 
 def episode_seed(seed: int, task_id: str, trial: int) -> int:
@@ -66,6 +70,8 @@ def resolve(config: RolloutConfig) -> tuple[TargetSpec, list[Task]]:
     spec = resolve_target(
         config.target, tasks_file=config.tasks_file, server=server, backend=config.backend, call_timeout_s=config.call_timeout_s  # type: ignore[arg-type]
     )
+    spec = with_server_contract(spec, reset=config.reset, reset_tool=config.reset_tool, state_tool=config.state_tool,
+                                allow_shared_state=config.allow_shared_state)
     return spec, select_tasks(spec_tasks(spec, config.task_ids), config.task_ids)
 
 
@@ -225,6 +231,8 @@ class Rollout:
             failure = ("infrastructure_error", " ".join(str(exc).split()))
         except PolicyError as exc:
             termination, failure = "agent_error", ("agent_error", " ".join(str(exc).split()))
+        except TargetConfigError:  # the run's configuration, not this episode (e.g. a server that cannot be reset)
+            raise
         except (TargetError, FactoryError) as exc:
             termination, failure = "infrastructure_error", ("infrastructure_error", " ".join(str(exc).split()))
         except Exception as exc:  # noqa: BLE001 - a bug in one episode must not take the run down

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import threading
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +13,7 @@ from env_registry.targets.catalog import open_backend, resolve_target
 from env_registry.targets.env import TargetEnv
 from env_registry.targets.mcp import MCPServerSpec, parse_server
 from env_registry.targets.tasks import load_tasks
-from tests.targets.helpers import TAU2, requires_servers, shared_json, tool_call
+from tests.targets.helpers import TAU2, http_mcp_server, requires_servers, shared_json, tool_call
 
 pytestmark = requires_servers
 
@@ -115,24 +112,9 @@ def test_server_specs_parse_commands_and_urls() -> None:
 
 
 @pytest.fixture
-def http_server() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    script = Path(__file__).with_name("http_counter_server.py")
-    process = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+def http_server() -> Iterator[str]:
+    with http_mcp_server(Path(__file__).with_name("http_counter_server.py")) as url:
+        yield url
 
 
 def test_a_server_reached_by_url(tmp_path: Path, http_server: str) -> None:

@@ -20,18 +20,11 @@ from factory.pipeline.state import Handoff
 def point_gym_at(registry: Path, envs: dict[str, dict[str, Any]]) -> None:
     """Make each env id resolve to the run's registry, even if this process registered the same id from
     another registry earlier (Gymnasium's registry is process-wide and keyed by id only)."""
-    import gymnasium as gym
+    from env_registry.registration import register_all, register_version
 
-    from env_registry.registration import ENTRY_POINT, register_all
-    from env_registry.registry import Registry
-
-    root = str(Registry(registry).root)
-    register_all(root)
+    register_all(registry)
     for name, env in envs.items():
-        spec = gym.registry.get(env["gym_id"])
-        if spec is None or spec.kwargs.get("registry_root") != root:
-            gym.registry.pop(env["gym_id"], None)
-            gym.register(id=env["gym_id"], entry_point=ENTRY_POINT, kwargs={"capability": name, "version": env["version"], "registry_root": root})
+        register_version(name, env["version"], registry, replace=True)
 
 
 class TrainStage(Stage):
