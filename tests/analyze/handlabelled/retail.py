@@ -330,6 +330,7 @@ add(Case(
         U("Yes. Also, what's the price of the cheapest t-shirt available right now, and can I order it through you?"),
         call("modify_user_address", user_id="fatima_taylor_3452", address1="157 Oak Street", address2="Suite 258", city="Phoenix",
              state="AZ", country="USA", zip="85303"),
+        call("list_all_product_types"),
         call("get_product_details", product_id="9523456873"),
         A("Your address is updated. The cheapest available t-shirt is $46.66 (red, L, cotton, v-neck). I can't place new orders, "
           "though: you'd need to order it on the website."),
@@ -345,6 +346,7 @@ add(Case(
         U("Yes. And what's the cheapest t-shirt right now? Can I order it through you?"),
         call("modify_user_address", user_id="fatima_taylor_3452", address1="157 Oak Street", address2="Suite 258", city="Phoenix",
              state="AZ", country="USA", zip="85033"),
+        call("list_all_product_types"),
         call("get_product_details", product_id="9523456873"),
         A("Done. The cheapest available t-shirt costs $46.66. I can't place orders, but you can order it on our website."),
         U("Thanks! ###STOP###"),
