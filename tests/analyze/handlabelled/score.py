@@ -15,10 +15,10 @@ from pathlib import Path
 from factory.analyze.pipeline import AnalyzeConfig, analyze
 from factory.analyze.tasks import load_tasks
 from schemas.capability import CapabilityLabel, TrajectoryLabel
-from tests.analyze.handlabelled import airline, retail
+from tests.analyze.handlabelled import airline, fresh, retail
 from tests.analyze.handlabelled.dsl import Built, Case, Domains, build
 
-ALL_CASES: list[Case] = airline.CASES + retail.CASES
+ALL_CASES: list[Case] = airline.CASES + retail.CASES + fresh.CASES
 
 
 @dataclass
