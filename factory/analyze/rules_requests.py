@@ -68,6 +68,8 @@ def _parts(text: str, domain: str | None) -> list[str]:
     return tools
 
 
+_ROUTE = re.compile(r"\b[A-Z]{3}\s*(?:→|->|↔)\s*[A-Z]{3}\b")
+"""An itinerary ("LAX → MIA"), not a change."""
 _CHANGE_MARK = re.compile(r"→|->|\bto item\b|\(item \d+", re.I)
 
 
@@ -79,7 +81,7 @@ def _listed_records(text: str, ev: Evidence) -> list[str]:
     known = set(ev.final_world.reservations) | set(ev.final_world.orders)
     out: list[str] = []
     for line in lines:
-        if not _CHANGE_MARK.search(line) or _NOT_PROPOSAL.search(line) or refusals(line):
+        if not _CHANGE_MARK.search(_ROUTE.sub(" ", line)) or _NOT_PROPOSAL.search(line) or refusals(line):
             continue
         out += [i for i in sorted(ids_in(line)) if i in known and i not in out]
     return out
@@ -121,7 +123,7 @@ def confirmed_changes(ev: Evidence) -> None:
         ev.add(CAP, PRESENT, "confirmed changes were carried out", rule="confirmed_changes_made")
 
 
-def _matches_filter(phrase: str, record: dict, kind: str, world: World, now: str) -> bool | None:
+def _matches_filter(phrase: str, record: dict, kind: str, now: str) -> bool | None:
     """Whether a record fits the words between "all" and the noun ("my business", "my pending"); None when the
     phrase names no filter these rules understand."""
     phrase = phrase.lower()
@@ -147,12 +149,12 @@ _VERB_TOOLS = {
 """The tools that carry out each verb of an "all ..." request (by its first five letters)."""
 
 
-def _allowed(ev: Evidence, verb: str, record: dict, world: World, at: int) -> bool:
+def _allowed(ev: Evidence, verb: str, record: dict, world: World) -> bool:
     """Whether the policy lets the agent do this to the record: a record it rightly declines is not left undone."""
     if "reservation_id" in record:
         flights = world.flights
         if verb.startswith("cancel"):
-            reason = reason_category(ev.user_text_before(at + 1) + "\n" + ev.user_text_before(len(ev.trajectory.messages)))
+            reason = reason_category(ev.user_text_before(len(ev.trajectory.messages)))
             return airline_kit.cancellation_check(record, flights, world.now, reason).eligible
         return not airline_kit.flown_segments(record, flights)
     action = {"cance": "cancel", "retur": "return", "excha": "exchange"}.get(verb[:5], "modify_items")
@@ -175,19 +177,19 @@ def all_of_a_kind(ev: Evidence) -> None:
                 continue
             phrase = sentence[every.start(): every.end() + noun.end()]
             if ev.domain == "airline":
-                records = {rid: r for rid, r in seen.reservations.items() if _matches_filter(phrase, r, "reservation", seen, ev.now)}
-                if not any(_matches_filter(phrase, r, "reservation", seen, ev.now) is not None for r in seen.reservations.values()):
+                records = {rid: r for rid, r in seen.reservations.items() if _matches_filter(phrase, r, "reservation", ev.now)}
+                if not any(_matches_filter(phrase, r, "reservation", ev.now) is not None for r in seen.reservations.values()):
                     continue
             else:
-                records = {oid: o for oid, o in seen.orders.items() if _matches_filter(phrase, o, "order", seen, ev.now)}
-                if not any(_matches_filter(phrase, o, "order", seen, ev.now) is not None for o in seen.orders.values()):
+                records = {oid: o for oid, o in seen.orders.items() if _matches_filter(phrase, o, "order", ev.now)}
+                if not any(_matches_filter(phrase, o, "order", ev.now) is not None for o in seen.orders.values()):
                     continue
                 product = noun.group(2)
                 if product and not re.fullmatch(r"orders?|items?|things?|products?", product, re.I):
                     wanted = _norm(product.rstrip("s"))
                     records = {oid: o for oid, o in records.items() if any(wanted and wanted in _norm(i.get("name", "")) for i in o.get("items", []))}
             tools = _VERB_TOOLS.get(verb.group(1).lower()[:5], "")
-            records = {k: r for k, r in records.items() if _allowed(ev, verb.group(1).lower(), r, seen, utterance.index)}
+            records = {k: r for k, r in records.items() if _allowed(ev, verb.group(1).lower(), r, seen)}
             changed = {str((c.arguments or {}).get("reservation_id") or (c.arguments or {}).get("order_id") or "").lstrip("#")
                        for c in ev.calls if c.message_index > utterance.index and ev.catalog.is_write(c.name) and re.fullmatch(tools, c.name)}  # fmt: skip
             declined = set()

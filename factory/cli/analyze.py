@@ -128,13 +128,15 @@ def analyze_command(
 ) -> None:
     """Find the capabilities an agent lacks by contrasting its successful and failed trajectories (TRACE).
 
-    Each candidate capability is labeled NA / PRESENT / LACKING on every trajectory. A capability is kept when the lacking rate among failures exceeds that among successes by at least δ, and it is lacking in at least a share ρ of the failures (in at least K of N runs of an LLM labeler). Failures that are not the agent's fault (a task the benchmark corrected since the run, a simulated user that ended or derailed the episode, an infrastructure error) are counted apart. Writes capabilities.json (for `factory build --report`), report.md, charts, labels.jsonl and trajectories.jsonl under --out.
+    Each candidate capability is labeled NA / PRESENT / LACKING on every trajectory. A capability is kept when the lacking rate among failures exceeds that among successes by at least δ, and it is lacking in at least a share ρ of the failures (in at least K of N runs of an LLM labeler; offline, with --runs N, in at least K of N resamples of the tasks). Labels are weighed by their confidence. Failures that are not the agent's fault (a task the benchmark corrected since the run, a simulated user that ended or derailed the episode, an infrastructure error) are counted apart. Writes capabilities.json (for `factory build --report`), report.md (with each LACKING label's evidence: message, rule, values compared), charts, labels.jsonl and trajectories.jsonl under --out.
 
     Examples:
 
     factory analyze results.json
 
     factory analyze runs/*.json --tasks ../shared/targets/tau2/airline/tasks.json --include-unattributable
+
+    factory analyze runs/*.json --runs 10 --min-runs 8
 
     factory analyze runs/*.json --llm openai:gpt-4.1 --runs 10 --out analysis/
 
