@@ -9,6 +9,7 @@ call's message, the argument and the values compared.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from factory.analyze.calls import AgentCall
@@ -32,31 +33,28 @@ def _norm(value: object) -> str:
     return str(value).lower().translate(_PUNCTUATION).replace(" ", "")
 
 
-def id_values(arguments: object, key: str = "") -> list[tuple[str, str]]:
-    """(key, value) for every id-like argument, nested ones included (payment ids inside payment lists)."""
+def _values(arguments: object, keep: Callable[[str], bool], key: str = "") -> list[tuple[str, str]]:
+    """(key, value) for every non-empty string argument whose key ``keep`` accepts, nested ones included."""
     out: list[tuple[str, str]] = []
     if isinstance(arguments, dict):
         for k, v in arguments.items():
-            out += id_values(v, k)
+            out += _values(v, keep, k)
     elif isinstance(arguments, list):
         for v in arguments:
-            out += id_values(v, key)
-    elif isinstance(arguments, str) and arguments.strip() and _VALUE_KEYS.search(key):
+            out += _values(v, keep, key)
+    elif isinstance(arguments, str) and arguments.strip() and keep(key):
         out.append((key, arguments))
     return out
 
 
-def _free_values(arguments: object, key: str = "") -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    if isinstance(arguments, dict):
-        for k, v in arguments.items():
-            out += _free_values(v, k)
-    elif isinstance(arguments, list):
-        for v in arguments:
-            out += _free_values(v, key)
-    elif isinstance(arguments, str) and arguments.strip() and key in _FREE_TEXT:
-        out.append((key, arguments))
-    return out
+def id_values(arguments: object) -> list[tuple[str, str]]:
+    """Every id-like argument, nested ones included (payment ids inside payment lists)."""
+    return _values(arguments, lambda key: bool(_VALUE_KEYS.search(key)))
+
+
+def _free_values(arguments: object) -> list[tuple[str, str]]:
+    """Addresses, names and dates of birth, nested ones included (passengers)."""
+    return _values(arguments, lambda key: key in _FREE_TEXT)
 
 
 class Sources:
