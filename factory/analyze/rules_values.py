@@ -196,7 +196,8 @@ def judge_values(ev: Evidence) -> None:
             continue
         sources = sources or Sources(ev)
         unseen = [(k, v) for k, v in id_values(call.arguments) if not sources.mentioned(v, call.message_index)]
-        unseen += [(k, v) for k, v in _free_values(call.arguments) if not sources.mentioned(v, call.message_index) and not sources.told(v)]
+        if ev.domain in ("airline", "retail"):  # τ²'s argument names; another target's may mean something else
+            unseen += [(k, v) for k, v in _free_values(call.arguments) if not sources.mentioned(v, call.message_index) and not sources.told(v)]
         if unseen:
             key, value = unseen[0]
             ev.add(CAP, LACKING, f"{call.name}: {key} {value!r} appears nowhere the agent could have read it", rule="value_seen_nowhere",
