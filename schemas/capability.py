@@ -22,11 +22,30 @@ class Capability(BaseModel):
     example_failure_ids: list[str] = Field(default_factory=list)
 
 
+EvidenceValue = str | int | float | bool | None | list[str | int | float | bool | None]
+
+
+class LabelEvidence(BaseModel):
+    """What a label rests on, so a reader can check it in seconds: where in the trajectory (message index), which
+    rule, and the values it compared (what the agent did or said against what the records or the user said)."""
+
+    rule: str = Field(description="the rule that fired, e.g. 'cancel_without_ground'")
+    message_index: int | None = Field(default=None, ge=0, description="index in the trajectory's messages of the call or text judged")
+    compared: dict[str, EvidenceValue] = Field(default_factory=dict, description="the values compared, by name")
+
+
 class TrajectoryLabel(BaseModel):
+    """One (trajectory, capability) label. ``confidence`` is how far the labeler trusts the label (the selection
+    weighs labels by it); ``abstained`` marks an NA given because the evidence was too thin to decide, not
+    because the episode gave no occasion."""
+
     trajectory_id: str
     capability: str
     label: CapabilityLabel
     reason: str = ""
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    abstained: bool = False
+    evidence: list[LabelEvidence] = Field(default_factory=list)
 
 
 class Interval(BaseModel):
@@ -109,6 +128,7 @@ class CapabilityReport(BaseModel):
     discovery: str = Field(default="catalogue", description="where the candidates came from: catalogue, llm or catalogue+llm")
     runs: int = Field(ge=1)
     deterministic: bool = Field(default=False, description="the labeler gives the same labels every time, so it ran once")
+    resamples: int = Field(default=0, ge=0, description="N when K of N counts resamples of the tasks (a deterministic labeler), else 0")
     delta: float
     coverage_threshold: float
     min_runs: int = Field(ge=1)

@@ -57,6 +57,24 @@ _CLAIM_DONE = re.compile(
     + r"|\bsuccessfully " + _DONE_VERB,
     re.IGNORECASE,
 )
+_CLAIM_SHORT = re.compile(
+    r"^\W*(done|all set|all done|you['’]re all set|you are all set|completed?|confirmed)\b"
+    r"|\b(is|are|has been|have been|was|were) (now )?(all )?(successfully )?(booked|confirmed|cancel+ed|updated|modified|changed|added|"
+    r"processed|upgraded|downgraded|exchanged|returned|refunded|issued|requested|removed|placed|done|complete[d]?)\b|\bis now\b",
+    re.IGNORECASE,
+)
+"""Short claims of a change, trusted only about the change a failed call was meant to make."""
+_NOT_DONE = re.compile(r"\b(unable|not able|couldn['’]t|could not|can['’]t|cannot|failed|fail|error|problem|issue|unfortunately|"
+                       r"wasn['’]t|was not|did not|didn['’]t|not (been )?(processed|completed|possible))\b", re.IGNORECASE)  # fmt: skip
+_CONDITION = re.compile(r"\b(but|however|only if|as long as|provided|unless)\b|\?", re.I)
+CLAIM_OBJECT = {
+    "cancel_reservation": r"cancel", "cancel_pending_order": r"cancel", "return_delivered_order_items": r"return",
+    "exchange_delivered_order_items": r"exchang", "book_reservation": r"book|reservation|flight", "send_certificate": r"certificate|voucher",
+    "update_reservation_flights": r"flight|cabin|class|upgrad|downgrad|economy|business", "update_reservation_baggages": r"bag|luggage",
+    "update_reservation_passengers": r"passenger|name", "modify_pending_order_items": r"\bitems?\b|swap|exchang|modif|chang|switch",
+    "modify_pending_order_address": r"address", "modify_pending_order_payment": r"payment", "modify_user_address": r"address",
+}  # fmt: skip
+"""What a message must mention to be about the change a given tool makes."""
 _DAY = r"(24|twenty[- ]four)[- ]?(hours?|hrs?|h)\b"
 WITHIN_24H = re.compile(r"(?<!not )(?<!n['’]t )\b(within|less than|under|inside)( of)?( the)?( last| past)? " + _DAY + r"|\bwithin a day\b", re.IGNORECASE)
 """A claim that a booking is recent enough for the 24-hour rule."""
@@ -115,10 +133,14 @@ def refusals(text: str) -> list[tuple[str, str]]:
     return out
 
 
+_NEGATED = re.compile(r"\b(not|no|don['’]t|do not|never|nor|isn['’]t|aren['’]t|without|fake|pretend|lie about)\b(\W+\w+){0,6}\W*$", re.IGNORECASE)
+
+
 def reason_category(text: str) -> str | None:
-    """The user's reason for cancelling as the policy's categories (health and weather are covered)."""
+    """The user's reason for cancelling as the policy's categories (health and weather are covered); a reason
+    mentioned only to deny it ("you do NOT have a health related issue") does not count."""
     for name, pattern in REASONS.items():
-        if pattern.search(text):
+        if any(not _NEGATED.search(text[max(0, m.start() - 40) : m.start()]) for m in pattern.finditer(text)):
             return name
     if re.search(r"\bother reasons?\b|\breason\W+(is\W+)?['\"“]?other\b|\bfor another reason\b", text, re.IGNORECASE):
         return "other"
@@ -129,12 +151,38 @@ def is_confirmation(text: str) -> bool:
     return bool(_CONFIRM.search(text.strip()))
 
 
+def confirms_first(text: str) -> bool:
+    """Whether the message opens with a plain yes (its first sentence a confirmation with no condition): "Yes.
+    Also, what is the total?" goes ahead; "Yes, but only if it is free" does not."""
+    parts = sentences(text)
+    return bool(parts) and is_confirmation(parts[0]) and not _CONDITION.search(parts[0])
+
+
 def asks_confirmation(text: str) -> bool:
     return bool(_ASKS_CONFIRM.search(text))
 
 
-def claims_done(text: str) -> bool:
-    return bool(_CLAIM_DONE.search(text))
+def claims_done(text: str, tool: str | None = None) -> str | None:
+    """The sentence in which a message says a change was made, if any. Without ``tool``, only explicit
+    claims count ("I have cancelled", "your order has been modified", "successfully ..."); with a tool, also
+    short ones ("Done", "All set", "is booked", "are done", "is now ...") in a sentence about what that tool
+    changes (a booking, bags, the passengers, an exchange)."""
+    subject = CLAIM_OBJECT.get(tool or "")
+    for sentence in sentences(text):
+        if _NOT_DONE.search(sentence):
+            continue
+        if _CLAIM_DONE.search(sentence) and (subject is None or re.search(subject, sentence, re.I) or tool is None):
+            return sentence
+        if subject is not None and _CLAIM_SHORT.search(sentence) and re.search(subject, sentence, re.I):
+            return sentence
+    if subject is not None and _CLAIM_SHORT.match(text.strip()) and re.search(subject, text, re.I):
+        return sentences(text)[0]
+    return None
+
+
+def denies_success(text: str) -> bool:
+    """Whether a message says something did not work (an error, a failure, an inability)."""
+    return bool(_NOT_DONE.search(text))
 
 
 def ids_in(text: str) -> set[str]:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from factory.analyze.calls import AgentCall, agent_calls
 from factory.analyze.conversation import Utterance, refusals, utterances
@@ -25,19 +26,40 @@ NA, PRESENT, LACKING = CapabilityLabel.NA, CapabilityLabel.PRESENT, CapabilityLa
 OUTCOME_KEYS = ("reward_detail", "reward_missing", "task", "gold_actions", "reward_info")
 
 
+def same_record(a: object, b: object) -> bool:
+    """Whether two ids name the same record, or one is the other mistyped by one character: an attempt on a
+    typo of an id is still an attempt at that record (the typo is tool_calling_precision's to label)."""
+    x, y = str(a or "").lstrip("#"), str(b or "").lstrip("#")
+    return bool(x) and len(x) == len(y) and sum(c != d for c, d in zip(x, y)) <= 1
+
+
 def blind(trajectory: Trajectory) -> Trajectory:
     """The trajectory without anything that tells or implies the outcome."""
     metadata = {k: v for k, v in trajectory.metadata.items() if k not in OUTCOME_KEYS}
     return trajectory.model_copy(update={"reward": 0.0, "success": False, "metadata": metadata})
 
 
+RECORD, POLICY, TEXT = 0.9, 0.85, 0.7
+"""How far a finding is trusted, by what it rests on: a call that contradicts a record the agent had read
+(``RECORD``), the domain policy applied to those records (``POLICY``), or English the rules had to read: a
+claim, a refusal, a request (``TEXT``). Labels carry their finding's confidence and the selection weighs them
+by it."""
+ABSTAIN = 0.5
+"""A finding below this confidence is evidence, not a verdict: the label is NA with ``abstained`` set."""
+
+
 @dataclass
 class Finding:
-    """One judgement of one capability at one point of the episode."""
+    """One judgement of one capability at one point of the episode: the rule, the message it is about and the
+    values compared, so the label can be checked by a reader."""
 
     capability: str
     label: CapabilityLabel
     reason: str
+    rule: str = ""
+    at: int | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    confidence: float = POLICY
 
 
 @dataclass
@@ -50,6 +72,8 @@ class Evidence:
     now: str
     domain: str | None
     findings: list[Finding] = field(default_factory=list)
+    rule: str = ""  # the rule being run: the default rule name of its findings
+    _worlds: dict[tuple[int, ...], World] = field(default_factory=dict, repr=False)
 
     @cached_property
     def instructions(self) -> str:
@@ -62,11 +86,29 @@ class Evidence:
         return [c for c in self.calls if c.succeeded and self.catalog.is_write(c.name)]
 
     def world_before(self, message_index: int) -> World:
-        """Records the agent had read before a message (a call's own message index for a call)."""
+        """Records the agent had read before a message (a call's own message index for a call). Built once per
+        distinct set of results; callers must not change it."""
+        seen = tuple(c.position for c in self.calls if c.result_index is not None and c.result_index < message_index)
+        world = self._worlds.get(seen)
+        if world is None:
+            world = World(now=self.now)
+            for call in self.calls:
+                if call.position in seen:
+                    world.apply(call)
+            self._worlds[seen] = world
+        return world
+
+    @cached_property
+    def first_seen(self) -> World:
+        """Every record as the agent first read it (a later read or a write's result does not replace it): the
+        state the user's request was about."""
         world = World(now=self.now)
         for call in self.calls:
-            if call.result_index is not None and call.result_index < message_index:
+            if call.succeeded and not self.catalog.is_write(call.name):
+                reservations, orders = dict(world.reservations), dict(world.orders)
                 world.apply(call)
+                world.reservations.update(reservations)
+                world.orders.update(orders)
         return world
 
     @cached_property
@@ -83,8 +125,9 @@ class Evidence:
     def later_writes(self, message_index: int, name: str | None = None) -> list[AgentCall]:
         return [c for c in self.writes if c.message_index > message_index and (name is None or c.name == name)]
 
-    def add(self, capability: str, label: CapabilityLabel, reason: str) -> None:
-        self.findings.append(Finding(capability, label, reason))
+    def add(self, capability: str, label: CapabilityLabel, reason: str, *, rule: str = "", at: int | None = None,
+            values: dict[str, Any] | None = None, confidence: float = POLICY) -> None:  # fmt: skip
+        self.findings.append(Finding(capability, label, reason, rule or self.rule, at, dict(values or {}), confidence))
 
     def refusals(self) -> Iterator[tuple[Utterance, World, str, str]]:
         """(message, world the agent had seen, action refused, sentence) for every refusal the agent made."""

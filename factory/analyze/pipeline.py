@@ -30,7 +30,7 @@ StageProgress = Callable[[str, int, int], None]
 
 class AnalyzeConfig(BaseModel):
     """The knobs of an analysis; defaults are the paper's (δ = 0.20, ρ = 0.10, K = 8 of N = 10). The offline
-    labeler is deterministic and always runs once (N = K = 1)."""
+    labeler is deterministic and labels once; with ``runs`` N > 1 its K of N counts N resamples of the tasks."""
 
     runs: int = Field(default=10, ge=1, le=100)
     delta: float = Field(default=0.20, ge=0.0, le=1.0, allow_inf_nan=False)
@@ -113,7 +113,7 @@ def analyze(
     def stage(name: str) -> Callable[[int, int], None]:
         return lambda done, total: progress(name, done, total) if progress else None
 
-    runs, min_runs, deterministic = config.runs, config.min_runs or 1, False
+    runs, min_runs, deterministic, resamples = config.runs, config.min_runs or 1, False, 0
     if client is None:
         if config.catalogue == "off":
             raise AnalyzeInputError("--catalogue off needs an LLM (--llm) for discovery; the offline labeler knows only the built-in catalogue")
@@ -122,8 +122,12 @@ def analyze(
         labels = label_runs_offline(offline, trajectories, capabilities, progress=stage("labeling"))
         labeler_name, discovery, deterministic = "offline", "catalogue", True
         if runs > 1:
-            notes.append(f"the offline labeler is deterministic, so it labeled once: --runs {runs} would only repeat the same labels (N = K = 1)")
-        runs = min_runs = 1
+            resamples = runs
+            notes.append(f"the offline labeler is deterministic, so it labeled once; a capability is kept when at least K = {min_runs} of "
+                         f"N = {runs} resamples of the tasks select it")  # fmt: skip
+        else:
+            min_runs = 1
+        runs = 1
         without_task = sum(1 for t in trajectories if resolution.tasks.get(t.id) is None)
         if without_task:
             notes.append(f"{without_task} trajectory(ies) have no task instructions: rules that need them are NA there")
@@ -152,7 +156,9 @@ def analyze(
     names = [c.name for c in capabilities]
     clusters = {t.id: task_cluster(t, resolution) for t in trajectories}
     matrix = LabelMatrix.build(outcomes, names, labels, counted=counted, clusters=clusters)
-    stats = capability_statistics(matrix, delta=config.delta, rho=config.coverage, min_runs=min_runs, bootstrap=config.bootstrap, seed=config.seed)
+    stats = capability_statistics(
+        matrix, delta=config.delta, rho=config.coverage, min_runs=min_runs, bootstrap=config.bootstrap, seed=config.seed, resamples=resamples
+    )
     findings = []
     for capability, figures in zip(capabilities, stats):
         examples = list(dict.fromkeys(capability.example_failure_ids + example_failures(matrix, capability.name)))[:5]
@@ -168,6 +174,7 @@ def analyze(
         discovery=discovery,
         runs=runs,
         deterministic=deterministic,
+        resamples=resamples,
         delta=config.delta,
         coverage_threshold=config.coverage,
         min_runs=min_runs,

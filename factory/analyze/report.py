@@ -45,8 +45,11 @@ def ordered(report: CapabilityReport) -> list:
 
 
 def method_line(report: CapabilityReport) -> str:
-    if report.deterministic:
-        runs = "deterministic, so it labeled once (no K-of-N: repeating it would only repeat its labels)"
+    if report.deterministic and report.resamples:
+        runs = (f"deterministic, so it labeled once; selected in at least K = {report.min_runs} of N = {report.resamples} resamples of the "
+                "tasks; labels weighed by their confidence")  # fmt: skip
+    elif report.deterministic:
+        runs = "deterministic, so it labeled once (no K-of-N: repeating it would only repeat its labels); labels weighed by their confidence"
     else:
         runs = f"selected in at least K = {report.min_runs} of N = {report.runs} labeling runs"
     unit = "tasks (clusters: a task's trials are not independent)" if report.bootstrap_unit == "task" else "trajectories"
@@ -97,7 +100,7 @@ def markdown(result: AnalysisResult, charts: dict[str, str]) -> str:
             f"{u.get('input_tokens')} input / {u.get('output_tokens')} output tokens, cost {cost}"
         )
     lines += [f"- note: {note}" for note in report.notes]
-    runs_col = "" if report.deterministic else " runs selected |"
+    runs_col = " resamples selected |" if report.resamples else "" if report.deterministic else " runs selected |"
     lines += [
         "",
         "## Candidates",
@@ -135,6 +138,7 @@ def markdown(result: AnalysisResult, charts: dict[str, str]) -> str:
     else:
         lines.append("No counted failure lacks two capabilities at once (majority label over runs).")
     lines += _unattributable_section(result)
+    lines += evidence_section(result)
     if charts:
         lines += ["", "## Charts", ""]
         for title, name in charts.items():
@@ -150,6 +154,41 @@ def markdown(result: AnalysisResult, charts: dict[str, str]) -> str:
         ]
         lines += [f"- **{name}**: {doc}" for name, doc in rule_documentation().items()]
     return "\n".join(lines).rstrip() + "\n"
+
+
+EVIDENCE_ROWS = 25
+"""LACKING labels shown per capability in report.md; labels.jsonl holds all of them."""
+
+
+def _compared(values: dict) -> str:
+    text = "; ".join(f"{k}={json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v}" for k, v in values.items())
+    text = " ".join(text.split()).replace("|", "/")
+    return text if len(text) <= 220 else text[:219] + "…"
+
+
+def evidence_section(result: AnalysisResult) -> list[str]:
+    """Every LACKING label's evidence (first run): where to look, the rule, the values compared, the confidence."""
+    runs = result.labels[:1]
+    lacking = [l for labels in runs for l in labels if l.label.value == "LACKING"]
+    abstained = sum(1 for labels in runs for l in labels if l.abstained)
+    if not lacking and not abstained:
+        return []
+    lines = ["", "## Evidence for LACKING labels", "",
+             "Each row is one label: the trajectory, the message it rests on (index in the trajectory's messages), the rule and the "
+             "values it compared, and the label's confidence (the selection weighs labels by it)."
+             + (f" {abstained} label(s) abstained (NA: evidence too thin to decide); they are in labels.jsonl." if abstained else "")]  # fmt: skip
+    order = [f.name for f in ordered(result.report)]
+    for name in sorted({l.capability for l in lacking}, key=lambda n: order.index(n) if n in order else len(order)):
+        mine = sorted((l for l in lacking if l.capability == name), key=lambda l: (-l.confidence, l.trajectory_id))
+        lines += ["", f"### `{name}` ({len(mine)})", "", "| trajectory | message | rule | compared | confidence |", "|---|---:|---|---|---:|"]
+        for label in mine[:EVIDENCE_ROWS]:
+            ev = label.evidence[0] if label.evidence else None
+            where = "—" if ev is None or ev.message_index is None else str(ev.message_index)
+            lines.append(f"| `{label.trajectory_id}` | {where} | {ev.rule if ev else '—'} | {_compared(ev.compared) if ev else label.reason[:200]} "
+                         f"| {label.confidence:.2f} |")  # fmt: skip
+        if len(mine) > EVIDENCE_ROWS:
+            lines.append(f"| … | | | {len(mine) - EVIDENCE_ROWS} more in labels.jsonl | |")
+    return lines
 
 
 def _unattributable_section(result: AnalysisResult) -> list[str]:

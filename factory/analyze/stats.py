@@ -7,10 +7,14 @@ For one capability in one labeling run, over trajectories labeled NA / PRESENT /
 - Δ = ER− − ER+ (undefined when either rate is)
 - coverage = #failures labeled LACKING / #failures (NA included in the denominator)
 
-Failures that are not the agent's fault (``attribution``) are left out of the failures unless asked. A run
-selects a capability when Δ ≥ δ and coverage ≥ ρ, compared as exact fractions (δ = 0.20 is 1/5, so 0.199
-never passes); a capability is kept when at least K of the N runs select it. A deterministic labeler runs
-once (N = K = 1): repeating it would only repeat its labels.
+Labels are weighed by their confidence (``TrajectoryLabel.confidence``; an LLM's labels carry 1.0, so for
+them the figures are plain counts): a LACKING label of confidence 0.7 adds 0.7 to the lacking count and to
+the labeled count. Failures that are not the agent's fault (``attribution``) are left out of the failures
+unless asked. A run selects a capability when Δ ≥ δ and coverage ≥ ρ, compared as exact fractions (δ = 0.20
+is 1/5, so 0.199 never passes); a capability is kept when at least K of the N runs select it. A
+deterministic labeler runs once, since repeating it would only repeat its labels; its K of N is taken over N
+resamples of the tasks instead (``resamples``): a capability is kept when at least K of N resampled task
+sets select it, so a selection that rests on a few tasks does not survive.
 
 Intervals are percentile bootstrap intervals of the run-averaged Δ and coverage. When a task appears more
 than once (trials, or several agents on the same task) its trajectories are not independent, so the
@@ -55,6 +59,7 @@ class LabelMatrix:
     codes: np.ndarray
     counted: np.ndarray
     clusters: np.ndarray  # int cluster (task) index per trajectory
+    weights: np.ndarray | None = None  # confidence per label, like ``codes``; None: every label weighs 1
 
     @classmethod
     def build(
@@ -70,11 +75,13 @@ class LabelMatrix:
         t_index = {tid: i for i, tid in enumerate(ids)}
         c_index = {name: i for i, name in enumerate(capabilities)}
         codes = np.zeros((len(runs), len(capabilities), len(ids)), dtype=np.int8)
+        weights = np.ones(codes.shape, dtype=np.float64)
         for r, labels in enumerate(runs):
             for label in labels:
                 t, c = t_index.get(label.trajectory_id), c_index.get(label.capability)
                 if t is not None and c is not None:
                     codes[r, c, t] = _CODES[label.label]
+                    weights[r, c, t] = label.confidence
         keys = [(clusters or {}).get(tid, tid) for tid in ids]
         key_index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
         return cls(
@@ -84,7 +91,12 @@ class LabelMatrix:
             codes,
             np.array([(counted or {}).get(tid, True) for tid in ids], dtype=bool),
             np.array([key_index[k] for k in keys], dtype=np.int64),
+            None if bool((weights == 1.0).all()) else weights,
         )
+
+    def label_weights(self, run: int, capability: int) -> np.ndarray:
+        """Confidence of each trajectory's label for one run and capability (ones when none was given)."""
+        return np.ones(self.codes.shape[2]) if self.weights is None else self.weights[run, capability]
 
     @property
     def n_runs(self) -> int:
@@ -102,19 +114,34 @@ class LabelMatrix:
         return kept.size > np.unique(kept).size
 
 
-def _fraction(numerator: int, denominator: int) -> Fraction | None:
-    return Fraction(numerator, denominator) if denominator else None
+def _fraction_or_none(numerator: Fraction, denominator: Fraction) -> Fraction | None:
+    return numerator / denominator if denominator else None
 
 
-def run_figures(codes: np.ndarray, success: np.ndarray, failures: np.ndarray, delta: float, rho: float, run: int = 0) -> RunFigures:
-    """The paper's figures for one capability in one run, and the selection decided in exact fractions."""
+def _exact_sum(values: np.ndarray) -> Fraction:
+    """A sum of confidences (or counts) as an exact fraction: integers stay integers, weights their binary value."""
+    if not values.size or bool((values == np.round(values)).all()):
+        return Fraction(int(np.round(values).sum()))
+    return sum((Fraction(float(v)) for v in values if v), Fraction(0))
+
+
+def run_figures(
+    codes: np.ndarray, success: np.ndarray, failures: np.ndarray, delta: float, rho: float, run: int = 0,
+    weights: np.ndarray | None = None, multiplicity: np.ndarray | None = None,
+) -> RunFigures:  # fmt: skip
+    """The paper's figures for one capability in one run, and the selection decided in exact fractions. Each
+    label counts its confidence (``weights``) times how often its trajectory is drawn (``multiplicity``, for a
+    resample of the tasks)."""
     lacking, labeled = codes == LACKING_CODE, codes != NA_CODE
     n_s_lab, n_f_lab = int(labeled[success].sum()), int(labeled[failures].sum())
-    er_plus = _fraction(int(lacking[success].sum()), n_s_lab)
-    er_minus = _fraction(int(lacking[failures].sum()), n_f_lab)
+    w = np.ones(codes.shape) if weights is None else weights
+    m = np.ones(codes.shape) if multiplicity is None else multiplicity
+    lack_w, lab_w = lacking * w * m, labeled * w * m
+    er_plus = _fraction_or_none(_exact_sum(lack_w[success]), _exact_sum(lab_w[success]))
+    er_minus = _fraction_or_none(_exact_sum(lack_w[failures]), _exact_sum(lab_w[failures]))
     gap = er_minus - er_plus if er_plus is not None and er_minus is not None else None
-    n_failures = int(failures.sum())
-    coverage = Fraction(int(lacking[failures].sum()), n_failures) if n_failures else Fraction(0)
+    n_failures = _exact_sum(m[failures])
+    coverage = _exact_sum(lack_w[failures]) / n_failures if n_failures else Fraction(0)
     selected = meets(gap, delta) and meets(coverage, rho)
     as_float = (lambda x: None if x is None else float(x))  # noqa: E731
     return RunFigures(
@@ -165,8 +192,9 @@ def bootstrap_intervals(
 
     with np.errstate(invalid="ignore", divide="ignore"):
         for c, name in enumerate(matrix.capabilities):
-            lacking = (matrix.codes[:, c, :] == LACKING_CODE).T.astype(np.float64)  # (trajectories, runs)
-            labeled = (matrix.codes[:, c, :] != NA_CODE).T.astype(np.float64)
+            confidence = np.ones(matrix.codes[:, c, :].shape) if matrix.weights is None else matrix.weights[:, c, :]
+            lacking = ((matrix.codes[:, c, :] == LACKING_CODE) * confidence).T  # (trajectories, runs), confidence-weighted
+            labeled = ((matrix.codes[:, c, :] != NA_CODE) * confidence).T
             lack_f, lab_f, lack_s, lab_s = w_f @ lacking, w_f @ labeled, w_s @ lacking, w_s @ labeled
             coverage = np.where(n_f[:, None] > 0, lack_f / n_f[:, None], np.nan).mean(axis=1)
             gaps = np.where(lab_f > 0, lack_f / lab_f, np.nan) - np.where(lab_s > 0, lack_s / lab_s, np.nan)
@@ -185,15 +213,27 @@ def capability_statistics(
     min_runs: int = 8,
     bootstrap: int = 1000,
     seed: int = 0,
+    resamples: int = 0,
 ) -> list[CapabilityStats]:
-    """Per-run figures, the K-of-N decision, bootstrap intervals and support for every capability."""
-    if min_runs < 1 or min_runs > matrix.n_runs:
-        raise ValueError(f"min_runs (K) must be between 1 and the number of runs ({matrix.n_runs}), got {min_runs}")
+    """Per-run figures, the K-of-N decision, bootstrap intervals and support for every capability. With
+    ``resamples`` = N (one labeling run only), K of N counts resamples of the tasks instead of runs."""
+    total = resamples if resamples else matrix.n_runs
+    if resamples and matrix.n_runs != 1:
+        raise ValueError("resampled selection is for a deterministic labeler's single run")
+    if min_runs < 1 or min_runs > total:
+        raise ValueError(f"min_runs (K) must be between 1 and the number of {'resamples' if resamples else 'runs'} ({total}), got {min_runs}")
     intervals = bootstrap_intervals(matrix, bootstrap, seed)
+    draws = _weights(matrix, resamples, np.random.default_rng([seed, 1])) if resamples else None
     out = []
     for c, name in enumerate(matrix.capabilities):
-        per_run = [run_figures(matrix.codes[r, c, :], matrix.success, matrix.failures, delta, rho, run=r) for r in range(matrix.n_runs)]
-        selected_runs = sum(1 for f in per_run if f.selected)
+        per_run = [run_figures(matrix.codes[r, c, :], matrix.success, matrix.failures, delta, rho, run=r, weights=matrix.label_weights(r, c))
+                   for r in range(matrix.n_runs)]  # fmt: skip
+        if draws is not None:
+            chosen = [run_figures(matrix.codes[0, c, :], matrix.success, matrix.failures, delta, rho, weights=matrix.label_weights(0, c),
+                                  multiplicity=draws[i]).selected for i in range(resamples)]  # fmt: skip
+        else:
+            chosen = [f.selected for f in per_run]
+        selected_runs = sum(chosen)
         gap_ci, cov_ci = intervals[name]
         n_s = min(f.n_success_labeled for f in per_run)
         n_f = min(f.n_failure_labeled for f in per_run)
@@ -206,7 +246,7 @@ def capability_statistics(
                 gap=_mean([f.gap for f in per_run]),
                 coverage=float(np.mean([f.coverage for f in per_run])) if per_run else 0.0,
                 selected_runs=selected_runs,
-                total_runs=matrix.n_runs,
+                total_runs=total,
                 selected=selected_runs >= min_runs,
                 gap_ci=gap_ci,
                 coverage_ci=cov_ci,

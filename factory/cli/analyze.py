@@ -63,8 +63,8 @@ def summary_table(result: AnalysisResult, width: int) -> Table:
     table.add_column("Δ [95% CI]" if not stacked else "Δ [CI]", justify="right", no_wrap=True)
     table.add_column("coverage [95% CI]" if not stacked else "cov. [CI]", justify="right", no_wrap=True)
     table.add_column("n S/F", justify="right", no_wrap=True)
-    if not report.deterministic:
-        table.add_column("runs", justify="right", no_wrap=True)
+    if not report.deterministic or report.resamples:
+        table.add_column("resamples" if report.resamples else "runs", justify="right", no_wrap=True)
     table.add_column("sel.", justify="center", no_wrap=True)
     sep = "\n" if stacked else " "
     for f in ordered(report):
@@ -77,7 +77,7 @@ def summary_table(result: AnalysisResult, width: int) -> Table:
             fmt(s.coverage) + (sep + ci_text(s.coverage_ci, compact=True) if s.coverage_ci else ""),
             f"{s.n_success_labeled}/{s.n_failure_labeled}",
         ]
-        if not report.deterministic:
+        if not report.deterministic or report.resamples:
             cells.append(f"{s.selected_runs}/{s.total_runs}")
         cells.append("[green]yes[/]" if s.selected else "no")
         table.add_row(*cells)
@@ -111,10 +111,10 @@ def analyze_command(
         typer.Option("--llm", help="Analysis LLM, e.g. openai:gpt-4.1, anthropic:claude-opus-4-5, vllm:MODEL; 'offline' (the default without $TRACE_LLM) uses the rule-based labeler."),
     ] = None,
     llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="Base URL of an OpenAI-compatible server (or $TRACE_LLM_BASE_URL).")] = None,
-    runs: Annotated[Optional[str], typer.Option("--runs", metavar="N", help="Independent LLM labeling runs, 1-100 (default 10; the offline labeler is deterministic and runs once).")] = None,
+    runs: Annotated[Optional[str], typer.Option("--runs", metavar="N", help="Independent LLM labeling runs, 1-100 (default 10). The offline labeler is deterministic and labels once; N > 1 makes K of N count N resamples of the tasks (default 1: no resampling).")] = None,
     delta: Annotated[str, typer.Option("--delta", metavar="FLOAT", help="Minimum contrast Δ = ER− − ER+ (δ), 0 to 1.")] = "0.20",
     coverage: Annotated[str, typer.Option("--coverage", metavar="FLOAT", help="Minimum share of counted failures lacking the capability (ρ), 0 to 1.")] = "0.10",
-    min_runs: Annotated[Optional[str], typer.Option("--min-runs", metavar="K", help="LLM runs that must select a capability (default: ceil(0.8 N), i.e. 8 of 10).")] = None,
+    min_runs: Annotated[Optional[str], typer.Option("--min-runs", metavar="K", help="Runs (or, offline, task resamples) that must select a capability (default: ceil(0.8 N), i.e. 8 of 10).")] = None,
     tasks: Annotated[Optional[list[Path]], typer.Option("--tasks", help="τ² tasks.json (repeatable): checks which task version each run used; it never replaces the tasks a results file embeds.")] = None,
     include_unattributable: Annotated[bool, typer.Option("--include-unattributable", help="Count failures that are not the agent's fault (revised task, user simulator, infrastructure, max steps) as failures.")] = False,
     catalogue: Annotated[str, typer.Option("--catalogue", metavar="MODE", help="seed: built-in capabilities seed LLM discovery; only: no discovery; off: discovery alone.")] = "seed",
@@ -128,13 +128,15 @@ def analyze_command(
 ) -> None:
     """Find the capabilities an agent lacks by contrasting its successful and failed trajectories (TRACE).
 
-    Each candidate capability is labeled NA / PRESENT / LACKING on every trajectory. A capability is kept when the lacking rate among failures exceeds that among successes by at least δ, and it is lacking in at least a share ρ of the failures (in at least K of N runs of an LLM labeler). Failures that are not the agent's fault (a task the benchmark corrected since the run, a simulated user that ended or derailed the episode, an infrastructure error) are counted apart. Writes capabilities.json (for `factory build --report`), report.md, charts, labels.jsonl and trajectories.jsonl under --out.
+    Each candidate capability is labeled NA / PRESENT / LACKING on every trajectory. A capability is kept when the lacking rate among failures exceeds that among successes by at least δ, and it is lacking in at least a share ρ of the failures (in at least K of N runs of an LLM labeler; offline, with --runs N, in at least K of N resamples of the tasks). Labels are weighed by their confidence. Failures that are not the agent's fault (a task the benchmark corrected since the run, a simulated user that ended or derailed the episode, an infrastructure error) are counted apart. Writes capabilities.json (for `factory build --report`), report.md (with each LACKING label's evidence: message, rule, values compared), charts, labels.jsonl and trajectories.jsonl under --out.
 
     Examples:
 
     factory analyze results.json
 
     factory analyze runs/*.json --tasks ../shared/targets/tau2/airline/tasks.json --include-unattributable
+
+    factory analyze runs/*.json --runs 10 --min-runs 8
 
     factory analyze runs/*.json --llm openai:gpt-4.1 --runs 10 --out analysis/
 
@@ -176,11 +178,9 @@ def _config(o: dict, llm: bool) -> AnalyzeConfig:
         raise _bad(f"--catalogue {o['catalogue']!r} is not one of: seed, only, off")
     given = _number("--runs", o["runs"], int, 1, 100)
     k = _number("--min-runs", o["min_runs"], int, 1, 100)
-    if k is not None and k > (given or 10):
-        raise _bad(f"--min-runs {k} exceeds --runs {given or 10}; K must be between 1 and N")
-    n_runs = given if given is not None else (10 if llm else 1)
-    if not llm:
-        k = None  # the offline labeler runs once: K = N = 1
+    n_runs = given if given is not None else (10 if llm else 1)  # offline: N > 1 resamples the tasks, K of N of them must select
+    if k is not None and k > n_runs:
+        raise _bad(f"--min-runs {k} exceeds --runs {n_runs}; K must be between 1 and N")
     return AnalyzeConfig(
         runs=n_runs,
         delta=_number("--delta", o["delta"], float, 0.0, 1.0),

@@ -154,6 +154,12 @@ def _reads_for(domain: Tau2Domain, action: GoldAction, done: list[Step], user: s
     for key, reader in (("reservation_id", "get_reservation_details"), ("order_id", "get_order_details")):
         if isinstance(args.get(key), str):
             want(reader, **{key: args[key]})
+    if action.name in ("modify_pending_order_address", "modify_user_address"):
+        address = {k: args.get(k) for k in ("address1", "address2", "city", "state", "country", "zip")}
+        person = domain.db["users"].get(owner or "", {})
+        source = next((o for o in person.get("orders") or [] if domain.db["orders"].get(o, {}).get("address") == address), None)
+        if person.get("address") != address and source is not None:
+            want("get_order_details", order_id=source)  # where the new address comes from: the order the user points to
     for item in args.get("new_item_ids") or []:
         product = domain.product_of_item(item)
         if product:

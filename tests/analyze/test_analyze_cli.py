@@ -103,8 +103,10 @@ def test_json_prints_only_the_report(injected_cases, tmp_path: Path):
     assert result.exit_code == 0, result.output
     report = CapabilityReport.model_validate(json.loads(result.stdout))
     assert report.runs == 1 and report.n_trajectories == 60
-    explicit = invoke(path, "--runs", "5", "--bootstrap", "0", "--out", tmp_path / "o", "--json")
-    assert any("deterministic, so it labeled once: --runs 5" in n for n in CapabilityReport.model_validate_json(explicit.stdout).notes)
+    explicit = CapabilityReport.model_validate_json(invoke(path, "--runs", "5", "--bootstrap", "0", "--out", tmp_path / "o", "--json").stdout)
+    assert (explicit.runs, explicit.resamples, explicit.min_runs) == (1, 5, 4)  # labeled once; K = 4 of N = 5 task resamples select
+    assert any("at least K = 4 of N = 5 resamples of the tasks" in n for n in explicit.notes)
+    assert all(f.stats.total_runs == 5 and 4 <= f.stats.selected_runs for f in explicit.capabilities)
 
 
 def test_empty_charts_explain_themselves(tmp_path: Path):
@@ -138,7 +140,8 @@ def test_empty_charts_explain_themselves(tmp_path: Path):
         (["{good}", "--batch-size", "51"], "--batch-size 51 is out of range: it must be between 1 and 50"),
         (["{good}", "--concurrency", "0"], "--concurrency 0 is out of range: it must be between 1 and 256"),
         (["{good}", "--seed", "-3"], "--seed -3 is out of range: it must be between 0 and 4.29497e+09"),
-        (["{good}", "--min-runs", "11"], "--min-runs 11 exceeds --runs 10"),
+        (["{good}", "--min-runs", "11"], "--min-runs 11 exceeds --runs 1"),
+        (["{good}", "--runs", "5", "--min-runs", "6"], "--min-runs 6 exceeds --runs 5"),
         (["{good}", "--tasks", "{missing}"], "no such tasks file"),
         (["{good}", "--tasks", "{corrupt}"], "not valid JSON"),
         (["{good}", "--llm", "nosuch:model"], "unknown LLM provider 'nosuch'"),
@@ -187,4 +190,5 @@ def test_pipeline_reports_progress(injected_cases):
     trajectories = [c.trajectory for c in injected_cases[:30]]
     result = analyze(trajectories, AnalyzeConfig(runs=2, bootstrap=0), progress=lambda *a: seen.append(a))
     assert seen[-1] == ("labeling", 30, 30)
-    assert len(result.labels) == 1 and result.report.min_runs == 1 and result.report.deterministic
+    assert len(result.labels) == 1 and result.report.deterministic  # labeled once; K of N over 2 task resamples
+    assert (result.report.runs, result.report.resamples, result.report.min_runs) == (1, 2, 2)

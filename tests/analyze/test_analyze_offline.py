@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -265,3 +266,64 @@ def test_a_booking_whose_flights_do_not_make_the_trip(tmp_path: Path):
              ("call", "book_reservation", args, {"reservation_id": "HATHAT"}), ("user", "Thanks ###STOP###")]  # fmt: skip
     labels = one(tmp_path, turns)
     assert labels["structured_data_reasoning"][0] == L and "do not make that trip" in labels["structured_data_reasoning"][1]
+
+
+# ---------------------------------------------------------------------------------------------
+# evidence, confidence, abstention
+# ---------------------------------------------------------------------------------------------
+def full_labels(tmp_path: Path, turns: list[tuple], name: str = "ev"):
+    data = fx.results([fx.simulation("1", 0, 0.0, fx.conversation(*turns))], [fx.task("1")])
+    (trajectory,) = load_trajectories([fx.write(tmp_path / f"{name}.json", data)]).trajectories
+    labels = OfflineLabeler({trajectory.id: embedded_task(trajectory)}).label(trajectory, list(CAPABILITIES))
+    return trajectory, {l.capability: l for l in labels}
+
+
+def test_a_lacking_label_points_at_the_message_and_the_values(tmp_path: Path):
+    trajectory, labels = full_labels(tmp_path, fx.cancel_turns(fx.OLD_ECONOMY))
+    policy = labels["policy_application"]
+    assert policy.label == L and 0.5 <= policy.confidence <= 1.0 and not policy.abstained
+    (evidence,) = policy.evidence
+    assert evidence.rule == "cancel_without_ground"
+    call = trajectory.messages[evidence.message_index]
+    assert call.tool_calls and call.tool_calls[0].function.name == "cancel_reservation"
+    assert evidence.compared["reservation"] == "OLD456" and evidence.compared["created_at"] == fx.OLD_ECONOMY["created_at"]
+    assert evidence.compared["insurance"] == "no" and evidence.compared["cabin"] == "economy"
+
+
+def test_unsure_findings_abstain(tmp_path: Path):
+    """Insured, cancelled for a reason the user gave in words the rules do not place (a birthday): when the agent
+    said nothing of the insurance the labeler abstains (NA, abstained, the finding kept as evidence); when the
+    agent cancelled because of the insurance, it is LACKING."""
+    insured = {**fx.OLD_ECONOMY, "insurance": "yes"}
+    turns = [("user", "I want to cancel OLD456. My user id is emma_kim_9957."),
+             ("call", "get_user_details", {"user_id": "emma_kim_9957"}, fx.USER),
+             ("call", "get_reservation_details", {"reservation_id": "OLD456"}, insured),
+             ("assistant", "What is the reason for the cancellation?"),
+             ("user", "It's on my best friend's birthday."),
+             ("assistant", "I will cancel OLD456. Do you confirm? Please answer yes to proceed."), ("user", "Yes, please proceed."),
+             ("call", "cancel_reservation", {"reservation_id": "OLD456"}, {**insured, "status": "cancelled"}),
+             ("user", "Thanks ###STOP###")]  # fmt: skip
+    _, quiet = full_labels(tmp_path, turns, "quiet")
+    assert quiet["policy_application"].label == N and quiet["policy_application"].abstained
+    assert quiet["policy_application"].reason.startswith("abstained:") and quiet["policy_application"].evidence[0].rule == "insurance_reason_not_covered"
+    cited = list(turns)
+    cited[5] = ("assistant", "Since you have travel insurance, you are covered. I will cancel OLD456. Do you confirm? Please answer yes to proceed.")
+    _, loud = full_labels(tmp_path, cited, "cited")
+    assert loud["policy_application"].label == L and not loud["policy_application"].abstained
+
+
+def test_labels_jsonl_and_the_report_carry_the_evidence(tmp_path: Path):
+    from factory.analyze.pipeline import AnalyzeConfig, analyze
+    from factory.analyze.report import write_outputs
+
+    data = fx.results([fx.simulation("1", 0, 0.0, fx.conversation(*fx.cancel_turns(fx.OLD_ECONOMY))),
+                       fx.simulation("2", 0, 1.0, fx.conversation(*fx.cancel_turns(fx.BUSINESS)))], [fx.task("1"), fx.task("2")])  # fmt: skip
+    trajectories = load_trajectories([fx.write(tmp_path / "run.json", data)]).trajectories
+    result = analyze(trajectories, AnalyzeConfig(bootstrap=0))
+    paths = write_outputs(result, tmp_path / "out", charts=False, trajectories=trajectories)
+    rows = [json.loads(line) for line in paths["labels"].read_text().splitlines()]
+    lacking = [r for r in rows if r["label"] == "LACKING"]
+    assert lacking and all(r["evidence"] and r["evidence"][0]["rule"] and "confidence" in r for r in lacking)
+    report = paths["report"].read_text()
+    assert "## Evidence for LACKING labels" in report and re.search(r"\| `run:1#0` \| \d+ \| cancel_without_ground \|", report)
+    assert "created_at=2024-05-13T10:00:00" in report

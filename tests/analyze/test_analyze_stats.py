@@ -194,3 +194,53 @@ def test_thresholds_are_compared_exactly():
     # a tolerance such as the former 1e-9 would let these through
     assert not meets(Fraction(1999999999, 10**10), 0.2) and not meets(Fraction(199, 1000), 0.2)
     assert not meets(None, -1.0)
+
+
+def weighted(capability: str, marks: dict[str, tuple[CapabilityLabel, float]]) -> list[TrajectoryLabel]:
+    return [TrajectoryLabel(trajectory_id=t, capability=capability, label=m, confidence=c) for t, (m, c) in marks.items()]
+
+
+def test_labels_are_weighed_by_their_confidence():
+    """A LACKING label of confidence 0.5 counts half: ER- = (1 + 0.5) / (1 + 0.5 + 1), coverage = 1.5 / 5."""
+    marks = {"s1": (P, 1.0), "s2": (P, 1.0), "s3": (N, 1.0), "s4": (P, 1.0),
+             "f1": (L, 1.0), "f2": (L, 0.5), "f3": (N, 1.0), "f4": (P, 1.0), "f5": (N, 1.0)}  # fmt: skip
+    matrix = LabelMatrix.build(OUTCOMES, ["x"], [weighted("x", marks)])
+    figures = run_figures(matrix.codes[0, 0], matrix.success, matrix.failures, 0.2, 0.1, weights=matrix.label_weights(0, 0))
+    assert figures.er_failure == pytest.approx(1.5 / 2.5) and figures.coverage == pytest.approx(1.5 / 5)
+    assert figures.er_success == 0.0 and figures.n_failure_labeled == 3  # support counts labels, not weights
+    (stats,) = capability_statistics(matrix, min_runs=1, bootstrap=0)
+    assert stats.coverage == pytest.approx(0.3)
+    plain = LabelMatrix.build(OUTCOMES, ["x"], [labels("x", {t: m for t, (m, _) in marks.items()})])
+    assert plain.weights is None  # labels without a confidence count 1 each, as before
+    assert run_figures(plain.codes[0, 0], plain.success, plain.failures, 0.2, 0.1).coverage == pytest.approx(2 / 5)
+
+
+def test_a_weak_label_decides_a_threshold_by_its_weight():
+    """Coverage 1/10 meets ρ = 0.1 with a full label, not with one of confidence 0.9 (0.09 < 0.1)."""
+    outcomes = {**{f"s{i}": True for i in range(10)}, **{f"f{i}": False for i in range(10)}}
+    full = {**{f"s{i}": (P, 1.0) for i in range(10)}, **{f"f{i}": (N, 1.0) for i in range(10)}, "f0": (L, 1.0)}
+    weak = {**full, "f0": (L, 0.9)}
+    for marks, kept in ((full, True), (weak, False)):
+        matrix = LabelMatrix.build(outcomes, ["x"], [weighted("x", marks)])
+        (stats,) = capability_statistics(matrix, delta=0.2, rho=0.1, min_runs=1, bootstrap=0)
+        assert stats.selected is kept
+
+
+def test_k_of_n_over_resampled_tasks_for_a_deterministic_labeler():
+    """One labeling run, N resamples of the tasks: a capability lacking in most failures of many tasks is kept
+    in every resample; one whose contrast rests on a single task survives only the resamples that draw it."""
+    rng = np.random.default_rng(11)
+    outcomes = {f"t{i}#{k}": i < 20 for i in range(40) for k in range(2)}
+    clusters = {t: t.split("#")[0] for t in outcomes}
+    broad = {t: (L if (not ok and rng.random() < 0.7) or (ok and rng.random() < 0.1) else P) for t, ok in outcomes.items()}
+    narrow = {t: (L if t.startswith("t25#") else P) for t in outcomes}  # lacking only on one failed task's two trials
+    matrix = LabelMatrix.build(outcomes, ["broad", "narrow"], [labels("broad", broad) + labels("narrow", narrow)], clusters=clusters)
+    full = capability_statistics(matrix, delta=0.05, rho=0.05, min_runs=1, bootstrap=0)
+    assert [s.selected for s in full] == [True, True]  # on the whole sample both pass
+    again = capability_statistics(matrix, delta=0.05, rho=0.05, min_runs=8, bootstrap=0, resamples=10, seed=2)
+    assert [(s.total_runs, s.selected) for s in again] == [(10, True), (10, False)]
+    assert again[0].selected_runs == 10 and again[1].selected_runs < 8
+    assert again == capability_statistics(matrix, delta=0.05, rho=0.05, min_runs=8, bootstrap=0, resamples=10, seed=2)  # seeded
+    assert [len(s.per_run) for s in again] == [1, 1]  # the figures stay those of the one labeling run
+    with pytest.raises(ValueError, match="resamples"):
+        capability_statistics(matrix, min_runs=11, bootstrap=0, resamples=10)
