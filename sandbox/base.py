@@ -209,6 +209,9 @@ class Sandbox(abc.ABC):
     #: The aggregate limits (cgroup, capped tmpfs work dir and /dev/shm, seccomp, CPU quota) and the
     #: worker's integrity check. Set False ONLY by bench/bench_sandbox.py, to measure what they cost.
     hardened: bool = True
+    #: Workers run behind the trusted shim (:mod:`sandbox.shim`), env code in a process of its own. Set False
+    #: ONLY by bench/bench_sandbox.py, to measure what the split costs (the worker then holds the channel).
+    shimmed: bool = True
 
     def __init__(self, limits: SandboxLimits | None = None):
         self.limits = limits or SandboxLimits()
@@ -276,7 +279,8 @@ class Sandbox(abc.ABC):
     def start_worker(
         self, handler: str, startup_timeout_s: float | None = None, hash_seed: int | None = None
     ) -> "Worker":
-        """Start ``python -m sandbox.worker <handler>`` inside the sandbox and wait until it is ready.
+        """Start ``python -m sandbox.shim <handler>`` inside the sandbox and wait until it is ready: the shim holds
+        the channel, and runs the handler (and so env code) in an env process of its own (``sandbox.worker``).
 
         ``hash_seed`` fixes the worker interpreter's ``PYTHONHASHSEED`` (string hashing, and so set
         iteration order), so a check can compare two workers that hash differently.
@@ -295,7 +299,7 @@ class Sandbox(abc.ABC):
         return worker
 
     def worker_argv(self, handler: str, hash_seed: int | None = None) -> list[str]:
-        argv = ["python", "-m", "sandbox.worker", handler]
+        argv = ["python", "-m", "sandbox.shim" if self.shimmed else "sandbox.worker", handler]
         if not self.hardened:
             argv.append("--unchecked")
         return argv if hash_seed is None else [*argv, "--hash-seed", str(int(hash_seed))]

@@ -153,15 +153,16 @@ class BwrapSandbox(Sandbox):
                 pass
 
     # -- launching -------------------------------------------------------------------------------------
-    def bwrap_argv(self, argv: list[str], info_fd: int | None = None, seccomp_fd: int | None = None) -> list[str]:
+    def bwrap_argv(self, argv: list[str], info_fd: int | None = None, seccomp_fd: int | None = None,
+                   as_pid_1: bool = False) -> list[str]:
         """The full bwrap command line for argv (exposed for tests and debugging)."""
         assert self._work is not None and self._runtime is not None and self.bwrap is not None
         return bwrap_command.command_line(
             self.bwrap, argv, runtime_dir=self._runtime, work=self._work, prefix_args=self._prefix_args,
-            limits=self.limits, hardened=self.hardened, info_fd=info_fd, seccomp_fd=seccomp_fd,
+            limits=self.limits, hardened=self.hardened, info_fd=info_fd, seccomp_fd=seccomp_fd, as_pid_1=as_pid_1,
         )
 
-    def _launch(self, argv: list[str], stdin: bool, die_with_us: bool = False) -> Job:
+    def _launch(self, argv: list[str], stdin: bool, die_with_us: bool = False, as_pid_1: bool = False) -> Job:
         self._check_open()
         assert self._root is not None
         setup = bwrap_command.child_setup(
@@ -169,7 +170,7 @@ class BwrapSandbox(Sandbox):
             die_with_us=die_with_us,
         )
         return launch(
-            lambda info_fd, seccomp_fd: self.bwrap_argv(argv, info_fd=info_fd, seccomp_fd=seccomp_fd),
+            lambda info_fd, seccomp_fd: self.bwrap_argv(argv, info_fd=info_fd, seccomp_fd=seccomp_fd, as_pid_1=as_pid_1),
             cwd=str(self._root), preexec_fn=setup, stdin=stdin, seccomp_path=self._seccomp, started=self._procs.add,
         )
 
@@ -218,7 +219,9 @@ class BwrapSandbox(Sandbox):
             self._procs.discard(job.proc)
 
     def _spawn_worker(self, argv: list[str]) -> Channel:
-        job = self._launch(argv, stdin=True)
+        # The shim is the sandbox's pid 1: bwrap's own init would otherwise hold the channel's fds where a
+        # process of the same uid (env code) could open them through /proc/1/fd.
+        job = self._launch(argv, stdin=True, as_pid_1=self.shimmed)
 
         def kill() -> None:
             job.kill()

@@ -103,8 +103,11 @@ def command_line(
     hardened: bool,
     info_fd: int | None = None,
     seccomp_fd: int | None = None,
+    as_pid_1: bool = False,
 ) -> list[str]:
-    """The full bwrap command line that runs ``argv`` in the sandbox laid out by the other arguments."""
+    """The full bwrap command line that runs ``argv`` in the sandbox laid out by the other arguments.
+
+    ``as_pid_1``: argv is the sandbox's pid 1 (no bwrap init process), for a worker's shim."""
     mb = 1024 * 1024
     args = [
         bwrap,
@@ -137,6 +140,8 @@ def command_line(
         args += ["--info-fd", str(info_fd)]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
+    if as_pid_1:
+        args.append("--as-pid-1")
     return [*args, "--", *argv]
 
 

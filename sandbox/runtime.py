@@ -20,9 +20,10 @@ import threading
 from pathlib import Path
 
 #: What of this project runs inside the sandbox: package -> the files shipped (None: all of it).
-#: Of ``sandbox`` only the worker protocol and test handlers go in, under a stub ``__init__`` so the
+#: Of ``sandbox`` only the shim, the worker protocol and test handlers go in, under a stub ``__init__`` so the
 #: host-side backends (and pydantic, which they import) stay out of the worker.
-SHIPPED: dict[str, tuple[str, ...] | None] = {"trace_env": None, "sandbox": ("worker.py", "handlers/")}
+SHIPPED: dict[str, tuple[str, ...] | None] = {
+    "trace_env": None, "sandbox": ("shim.py", "worker.py", "integrity.py", "handlers/")}
 TRUSTED_PACKAGES: tuple[str, ...] = tuple(SHIPPED)
 _SUFFIXES = (".py", ".json")
 _STUB_INIT = b'"""Inside a sandbox this package holds only the worker protocol (sandbox.worker)."""\n'
