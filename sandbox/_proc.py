@@ -42,6 +42,7 @@ def set_rlimits(limits: SandboxLimits) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
     resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
