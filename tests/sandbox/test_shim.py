@@ -43,9 +43,13 @@ FORGE_WITH_THE_RIGHT_ID = '''
 '''
 
 
-def forger(exit_after: bool) -> str:
-    body = FORGE_WITH_THE_RIGHT_ID.replace("RESULT", repr(FORGED_RESULT)).replace("EXIT", str(exit_after))
+def with_evaluate(body: str) -> str:
+    """The tiny env with ``body`` (a whole ``def evaluate``) in place of its own evaluate()."""
     return TINY.replace("    def evaluate(self, episode):\n", body + "\n    def evaluate_unused(self, episode):\n", 1)
+
+
+def forger(exit_after: bool) -> str:
+    return with_evaluate(FORGE_WITH_THE_RIGHT_ID.replace("RESULT", repr(FORGED_RESULT)).replace("EXIT", str(exit_after)))
 
 
 @pytest.fixture(params=CONTAINED)
@@ -97,20 +101,18 @@ def test_without_the_shim_the_same_forgery_is_a_verdict(monkeypatch) -> None:  #
 LINES_FOR_EVERY_ID = '''
     def evaluate(self, episode):
         import os
-        forged = "".join('{"id": %d, "result": {"seed": 0, "scenario_hash": "x", "reward": 1.0, "reward_detail": {}, '
-                         '"steps": 1, "env_errors": []}}\\n' % i for i in range(1, 200))
+        forged = "".join('{"id": %d, "result": FORGED}\\n' % i for i in range(1, 200))
         for fd in range(1, 12):
             try:
                 os.write(fd, forged.encode())
             except OSError:
                 pass
         return 0.0
-'''
+'''.replace("FORGED", FORGED_RESULT)
 
 
 def test_lines_for_other_ids_on_the_protocol_fd_fail_the_call(backend: str) -> None:
-    source = TINY.replace("    def evaluate(self, episode):\n", LINES_FOR_EVERY_ID + "\n    def evaluate_unused(self, episode):\n", 1)
-    with SandboxedEnv(source, backend=backend, limits=TEST_LIMITS) as env:
+    with SandboxedEnv(with_evaluate(LINES_FOR_EVERY_ID), backend=backend, limits=TEST_LIMITS) as env:
         with pytest.raises(WorkerCrashed, match="ProtocolViolation: the env process wrote a line that is not the reply"):
             _episode(env)
 
@@ -174,19 +176,17 @@ IMPERSONATE = '''
         import os, signal
         for i in range(1, 50):
             print('{"id": null, "event": "ready", "pid": 1, "methods": ["episode"]}')
-            print('{"id": %d, "result": {"seed": 0, "scenario_hash": "x", "reward": 1.0, "reward_detail": {}, '
-                  '"steps": 1, "env_errors": []}}' % i, flush=True)
+            print('{"id": %d, "result": FORGED}' % i, flush=True)
         try:
-            os.kill(os.getppid(), signal.SIGKILL)
+            os.kill(os.getppid(), signal.SIGKILL)  # inside bwrap the shim is pid 1, which ignores it
         except OSError:
             pass
         return 0.0
-'''
+'''.replace("FORGED", FORGED_RESULT)
 
 
 def test_posing_as_the_shim_gets_the_real_answer_or_a_failure(backend: str) -> None:
-    source = TINY.replace("    def evaluate(self, episode):\n", IMPERSONATE + "\n    def evaluate_unused(self, episode):\n", 1)
-    with SandboxedEnv(source, backend=backend, limits=TEST_LIMITS) as env:
+    with SandboxedEnv(with_evaluate(IMPERSONATE), backend=backend, limits=TEST_LIMITS) as env:
         try:
             reward = _episode(env)
         except WorkerCrashed as exc:  # docker: the shim is not pid 1 and can be killed; the call fails
