@@ -157,8 +157,17 @@ def _step_latencies(runner: Any, turns: list[Any], episodes: int, seed: int = 1)
     return out
 
 
+def _worker_start(runner: Any) -> float:
+    """Seconds to start one more worker in the runner's sandbox (process up, handler imported), as it is set."""
+    box = runner.hosted.sandbox
+    t0 = time.perf_counter()
+    box.start_worker("trace_env.handler").close()
+    return time.perf_counter() - t0
+
+
 def bench_split(names: list[str], capability: str, runs: int, episodes: int) -> dict[str, float]:
-    """Median step seconds: in process, and per backend before (worker holds the channel) and after (shim)."""
+    """Median step seconds: in process, and per backend before (worker holds the channel) and after (shim);
+    with ``<backend>:<side>:start``, the median worker start."""
     from env_registry.hosted import SandboxedEnv, SandboxedRunner
     from factory.blueprints import blueprint_source
     from trace_env.engine import EpisodeRunner
@@ -183,6 +192,12 @@ def bench_split(names: list[str], capability: str, runs: int, episodes: int) -> 
         for r in range(runs):
             for key in (order if r % 2 == 0 else order[::-1]):
                 samples[key].append(statistics.median(_step_latencies(runners[key], turns, episodes)))
+                if key != "in-process":
+                    Sandbox.shimmed = key.endswith(":after")
+                    try:
+                        samples.setdefault(f"{key}:start", []).append(_worker_start(runners[key]))
+                    finally:
+                        Sandbox.shimmed = True
     finally:
         for key, runner in runners.items():
             if key != "in-process":
@@ -204,6 +219,10 @@ def split_main(args: argparse.Namespace) -> int:
         before, after = med[f"{name}:before"], med[f"{name}:after"]
         print(f"  {name + ': worker holds channel':<28}{before * 1e6:>8.1f} us{before / base:>13.2f}x")
         print(f"  {name + ': shim + env process':<28}{after * 1e6:>8.1f} us{after / base:>13.2f}x{after / before:>13.2f}x")
+    print("worker start (trace_env.handler), median per round")
+    for name in names:
+        before, after = med[f"{name}:before:start"], med[f"{name}:after:start"]
+        print(f"  {name:<10} before {before * 1e3:7.1f} ms   after {after * 1e3:7.1f} ms   after/before {after / before:5.2f}x")
     if args.json:
         args.json.write_text(json.dumps({"runs": args.runs, "capability": args.capability, "step_s": med}, indent=2))
     return 0

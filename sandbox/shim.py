@@ -2,8 +2,8 @@
 
 Env code must not be able to answer the host's calls itself, so it never shares a process with the code that
 speaks to the host. The shim alone holds the host channel (its stdin and stdout) and runs no env code: it
-starts the env process (``python -m sandbox.worker HANDLER --shimmed PID``, :mod:`sandbox.worker`) on two
-private pipes and relays, for each host request:
+forks the env process (which runs :func:`sandbox.worker.main` with ``--shimmed PID``) on two private pipes and
+relays, for each host request:
 
 - the request, under a fresh random id (the env process never sees the host's ids), one at a time;
 - exactly one reply: a line that begins ``{"id":<that id>,``. Then the shim sends ``{"sync":S}`` (S random)
@@ -108,22 +108,27 @@ class ProtocolViolation(Exception):
 class Shim:
     """The relay between the host channel (``host_in``, ``host_out``) and one env process."""
 
-    def __init__(self, handler: str, checked: bool, hash_seed: str | None, host_in: int, host_out: int) -> None:
+    def __init__(self, handler: str, checked: bool, host_in: int, host_out: int) -> None:
         self.host, self.host_out = Lines(host_in, max_line=1 << 30), host_out
         req_r, self.to_env = os.pipe()
         self.from_env_fd, rep_w = os.pipe()
-        env = dict(os.environ)
-        if hash_seed is not None:
-            env["PYTHONHASHSEED"] = hash_seed  # the env process's string hashing; the shim's own does not matter
-        argv = [sys.executable, "-m", "sandbox.worker", handler, *([] if checked else ["--unchecked"]),
-                "--shimmed", str(os.getpid())]
-        actions = [(os.POSIX_SPAWN_DUP2, req_r, 0), (os.POSIX_SPAWN_DUP2, rep_w, 1)]
-        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds() if fd > 2]
-        try:
-            self.pid = os.posix_spawn(sys.executable, argv, env, file_actions=actions)
-        finally:
-            os.close(req_r)
-            os.close(rep_w)
+        shim = os.getpid()
+        # A fork, not a new interpreter: this process imported nothing of env code, holds no secret, and its
+        # string hashing is already the one asked for. The child keeps only the two pipes (as 0 and 1) and stderr.
+        self.pid = os.fork()
+        if self.pid == 0:
+            code = 1
+            try:
+                os.dup2(req_r, 0)
+                os.dup2(rep_w, 1)
+                os.closerange(3, _max_fd())
+                from sandbox import worker
+
+                code = worker.main([handler, *([] if checked else ["--unchecked"]), "--shimmed", str(shim)])
+            finally:
+                os._exit(code)
+        os.close(req_r)
+        os.close(rep_w)
         self.env = Lines(self.from_env_fd)
         self.status: int | None = None  # the env process's wait status, once reaped
 
@@ -248,19 +253,11 @@ class Shim:
         return reply[len(prefix):]
 
 
-def _inheritable_fds() -> list[int]:
-    try:
-        fds = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        return []
-    out = []
-    for fd in fds:
-        try:
-            if os.get_inheritable(fd):
-                out.append(fd)
-        except OSError:
-            continue
-    return out
+def _max_fd() -> int:
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if 0 < soft < 1 << 20 else 1 << 16
 
 
 def _monotonic() -> float:
@@ -277,9 +274,12 @@ def _sleep(seconds: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    hash_seed = None
     if len(args) >= 2 and args[-2] == "--hash-seed" and args[-1].isdigit():
-        hash_seed, args = args[-1], args[:-2]
+        # string hashing is fixed when the interpreter starts, and the env process is a fork of this one
+        if os.environ.get("PYTHONHASHSEED") != args[-1]:
+            os.execve(sys.executable, [sys.executable, "-m", "sandbox.shim", *args],
+                      dict(os.environ, PYTHONHASHSEED=args[-1]))
+        args = args[:-2]
     checked = "--unchecked" not in args
     args = [a for a in args if a != "--unchecked"]
     host_out = os.dup(1)  # the channel to the host: nothing else in this process may write there
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<shim>/fd, mem or ptrace for the env process (same uid)
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans of env code re-parent here, inside the worker's tree
-    shim = Shim(args[0], checked, hash_seed, host_in=0, host_out=host_out)
+    shim = Shim(args[0], checked, host_in=0, host_out=host_out)
     try:
         failed = shim.start()
         return failed if failed is not None else shim.serve()
