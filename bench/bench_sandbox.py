@@ -1,12 +1,20 @@
 """Sandbox benchmark: cold start and persistent-worker call latency per available backend.
 
     python bench/bench_sandbox.py [--runs 10] [--json out.json] [--backends bwrap,docker,...]
+    python bench/bench_sandbox.py --split [--runs 10] [--episodes 10]     # per-step cost of the shim
+    python bench/bench_sandbox.py --hardening                              # aggregate limits + integrity check
 
 Cold start = open a sandbox + run ``true``-equivalent (``python -S -c pass``) + close it: what a
 one-shot validation costs. Also reported: the exec latency of that command in an already open
 sandbox, the time to start a worker (process up, handler imported), and the median round trip of
 ``echo`` calls into a warm worker. Medians of N runs, all backends measured in the same run, with
 ratios against ``unsafe-subprocess`` (no isolation: the floor). Not a test.
+
+``--split`` measures what running env code in a process of its own costs per env step (issue 19): the same
+blueprint episode stepped in process (the engine called directly), through a worker that holds the channel
+itself (``Sandbox.shimmed = False``: the layout before the split) and through the shim and its env process (as
+shipped), on each contained backend, in alternating rounds of one run. It prints medians, the ratio after/before
+and each sandboxed step as a multiple of the in-process one (the bar: within 5x).
 
 ``--hardening`` measures, in the same run, what the aggregate limits and the worker's integrity check
 cost: each contained backend with them (as shipped) and without (``Sandbox.hardened = False``: no cgroup,
@@ -25,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -134,6 +143,91 @@ def bench_hardening(name: str, runs: int, calls: int) -> dict[str, dict[str, flo
     return {label: {k: statistics.median(v) for k, v in by.items()} for label, by in samples.items()}
 
 
+def _step_latencies(runner: Any, turns: list[Any], episodes: int, seed: int = 1) -> list[float]:
+    """Seconds per ``step`` over ``episodes`` replays of one reference episode (reset not counted)."""
+    out = []
+    for _ in range(episodes):
+        runner.reset(seed)
+        for turn in turns:
+            t0 = time.perf_counter()
+            result = runner.step(turn)
+            out.append(time.perf_counter() - t0)
+            if result.terminated or result.truncated:
+                break
+    return out
+
+
+def _worker_start(runner: Any) -> float:
+    """Seconds to start one more worker in the runner's sandbox (process up, handler imported), as it is set."""
+    box = runner.hosted.sandbox
+    t0 = time.perf_counter()
+    box.start_worker("trace_env.handler").close()
+    return time.perf_counter() - t0
+
+
+def bench_split(names: list[str], capability: str, runs: int, episodes: int) -> dict[str, float]:
+    """Median step seconds: in process, and per backend before (worker holds the channel) and after (shim);
+    with ``<backend>:<side>:start``, the median worker start."""
+    from env_registry.hosted import SandboxedEnv, SandboxedRunner
+    from factory.blueprints import blueprint_source
+    from trace_env.engine import EpisodeRunner
+    from trace_env.loader import load_env
+
+    source = blueprint_source(capability)
+    local = load_env(source)
+    turns = local.reference_solution(local.generate(1))
+    runners: dict[str, Any] = {"in-process": EpisodeRunner(local)}
+    try:
+        for name in names:
+            for label, shimmed in (("before", False), ("after", True)):
+                Sandbox.shimmed = shimmed
+                try:
+                    runners[f"{name}:{label}"] = SandboxedRunner(SandboxedEnv(source, backend=name))
+                finally:
+                    Sandbox.shimmed = True
+        samples: dict[str, list[float]] = {key: [] for key in runners}
+        for runner in runners.values():
+            _step_latencies(runner, turns, 2)  # warm-up
+        order = list(runners)
+        for r in range(runs):
+            for key in (order if r % 2 == 0 else order[::-1]):
+                samples[key].append(statistics.median(_step_latencies(runners[key], turns, episodes)))
+                if key != "in-process":
+                    Sandbox.shimmed = key.endswith(":after")
+                    try:
+                        samples.setdefault(f"{key}:start", []).append(_worker_start(runners[key]))
+                    finally:
+                        Sandbox.shimmed = True
+    finally:
+        for key, runner in runners.items():
+            if key != "in-process":
+                runner.close()
+    return {key: statistics.median(values) for key, values in samples.items()}
+
+
+def split_main(args: argparse.Namespace) -> int:
+    avail = available_backends()
+    names = [b for b in (args.backends.split(",") if args.backends else ["bwrap", "docker"]) if avail.get(b) is None]
+    print(f"# {', '.join(names)}: in-process / before / after in alternating rounds ...", file=sys.stderr, flush=True)
+    med = bench_split(names, args.capability, args.runs, args.episodes)
+    base = med["in-process"]
+    print(f"env step ({args.capability}): median of {args.runs} alternating rounds, each the median step of "
+          f"{args.episodes} reference episodes")
+    print(f"  {'where':<28}{'step':>11}{'x in-process':>14}{'after/before':>14}")
+    print(f"  {'in process':<28}{base * 1e6:>8.1f} us{1.0:>13.2f}x")
+    for name in names:
+        before, after = med[f"{name}:before"], med[f"{name}:after"]
+        print(f"  {name + ': worker holds channel':<28}{before * 1e6:>8.1f} us{before / base:>13.2f}x")
+        print(f"  {name + ': shim + env process':<28}{after * 1e6:>8.1f} us{after / base:>13.2f}x{after / before:>13.2f}x")
+    print("worker start (trace_env.handler), median per round")
+    for name in names:
+        before, after = med[f"{name}:before:start"], med[f"{name}:after:start"]
+        print(f"  {name:<10} before {before * 1e3:7.1f} ms   after {after * 1e3:7.1f} ms   after/before {after / before:5.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps({"runs": args.runs, "capability": args.capability, "step_s": med}, indent=2))
+    return 0
+
+
 def bench_backend(name: str, runs: int, calls: int, hardened: bool = True) -> dict[str, float]:
     limits = SandboxLimits()
     cold, execs, wstart, wcall = [], [], [], []
@@ -186,9 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the numbers here")
     ap.add_argument("--hardening", action="store_true",
                     help="compare bwrap/docker with and without the aggregate limits and integrity check")
+    ap.add_argument("--split", action="store_true",
+                    help="per-step cost of the shim/env-process split: in process vs before vs after")
+    ap.add_argument("--capability", default="precondition_verification", help="blueprint stepped by --split")
+    ap.add_argument("--episodes", type=int, default=10, help="reference episodes per --split sample")
     args = ap.parse_args(argv)
     if args.hardening:
         return hardening_main(args)
+    if args.split:
+        return split_main(args)
 
     avail = available_backends()
     names = [b for b in args.backends.split(",") if b] or [b for b, why in avail.items() if why is None]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import resource
+import select
 import selectors
 import signal
 import subprocess
@@ -41,6 +42,7 @@ def set_rlimits(limits: SandboxLimits) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
     resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
@@ -211,37 +213,42 @@ def run_job(
 
 
 class ProcessChannel(Channel):
-    """A worker that is a local child process (bwrap or plain)."""
+    """A worker that is a local child process (bwrap or plain), read by the calling thread (:meth:`pump`)."""
+
+    pumped_by_caller = True
 
     def __init__(self, proc: subprocess.Popen, kill: Callable[[], None] | None = None):
         super().__init__()
         self.proc = proc
         self._kill = kill or (lambda: _killpg(proc.pid))
-        self._threads: list[threading.Thread] = []
-        self._eof_count = 0
-        self._eof_lock = threading.Lock()
+        self._open: dict[int, Callable[[bytes], None]] = {}
+        self._poll = select.poll()
 
     def start(self) -> None:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
         for f, cb in ((self.proc.stdout, self.on_stdout), (self.proc.stderr, self.on_stderr)):
-            t = threading.Thread(target=self._pump, args=(f, cb), daemon=True, name="sandbox-worker-reader")
-            t.start()
-            self._threads.append(t)
+            self._open[f.fileno()] = cb
+            self._poll.register(f.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
 
-    def _pump(self, f, cb) -> None:  # type: ignore[no-untyped-def]
-        fd = f.fileno()
-        try:
-            while True:
+    def pump(self, timeout_s: float) -> None:
+        if not self._open:
+            return
+        for fd, _ in self._poll.poll(max(0, int(timeout_s * 1000)) + 1):
+            callback = self._open.get(fd)
+            if callback is None:
+                continue
+            try:
                 data = os.read(fd, _CHUNK)
-                if not data:
-                    break
-                cb(data)
-        except OSError:
-            pass
-        finally:
-            with self._eof_lock:
-                self._eof_count += 1
-                last = self._eof_count == 2
-            if last:
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            if data:
+                callback(data)
+                continue
+            self._poll.unregister(fd)
+            del self._open[fd]
+            if not self._open:
                 self.on_eof()
 
     def write(self, data: bytes) -> None:

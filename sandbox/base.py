@@ -20,9 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 class SandboxLimits(BaseModel):
     """Resource limits applied to everything that runs in one sandbox.
 
-    Per-process limits (CPU seconds, address space, file size) are rlimits. ``memory_mb`` (which
-    counts tmpfs pages: work dir, /tmp, /dev/shm), ``max_processes`` and ``cpu_quota`` hold for the
-    whole sandbox: a cgroup on bwrap, the container on Docker. Where a host cannot set one, the
+    Per-process limits (CPU seconds, address space, file size, open files) are rlimits. ``memory_mb`` (which
+    counts tmpfs pages: work dir, /tmp, /dev/shm), ``max_processes`` (threads included) and ``cpu_quota`` hold
+    for the whole sandbox: a cgroup on bwrap, the container on Docker; so do the inode caps of its tmpfs
+    mounts, and its open files are at most ``open_files * max_processes``. Across all sandboxes of this host,
+    :mod:`sandbox.budget` holds tasks and memory in a parent cgroup. Where a host cannot set one, the
     sandbox's ``warning`` says so.
     """
 
@@ -38,6 +40,9 @@ class SandboxLimits(BaseModel):
     workdir_mb: int = Field(256, ge=4, description="size of the work dir (a tmpfs: counted in memory too)")
     workdir_inodes: int = Field(10_000, ge=64, description="files and directories the work dir may hold")
     shm_mb: int = Field(16, ge=1, description="size of /dev/shm (a tmpfs: counted in memory too)")
+    tmpfs_inodes: int = Field(10_000, ge=64, description="files and directories /tmp and /dev/shm may each hold")
+    open_files: int = Field(256, ge=16, description="RLIMIT_NOFILE per process: with max_processes, the open files "
+                            "of the whole sandbox are at most open_files * max_processes")
     reply_max_bytes: int = Field(32 * 1024 * 1024, ge=4096, description="largest reply a worker may send")
     unsolicited_output_bytes: int = Field(
         1024 * 1024, ge=1024,
@@ -209,6 +214,9 @@ class Sandbox(abc.ABC):
     #: The aggregate limits (cgroup, capped tmpfs work dir and /dev/shm, seccomp, CPU quota) and the
     #: worker's integrity check. Set False ONLY by bench/bench_sandbox.py, to measure what they cost.
     hardened: bool = True
+    #: Workers run behind the trusted shim (:mod:`sandbox.shim`), env code in a process of its own. Set False
+    #: ONLY by bench/bench_sandbox.py, to measure what the split costs (the worker then holds the channel).
+    shimmed: bool = True
 
     def __init__(self, limits: SandboxLimits | None = None):
         self.limits = limits or SandboxLimits()
@@ -276,7 +284,8 @@ class Sandbox(abc.ABC):
     def start_worker(
         self, handler: str, startup_timeout_s: float | None = None, hash_seed: int | None = None
     ) -> "Worker":
-        """Start ``python -m sandbox.worker <handler>`` inside the sandbox and wait until it is ready.
+        """Start ``python -m sandbox.shim <handler>`` inside the sandbox and wait until it is ready: the shim holds
+        the channel, and runs the handler (and so env code) in an env process of its own (``sandbox.worker``).
 
         ``hash_seed`` fixes the worker interpreter's ``PYTHONHASHSEED`` (string hashing, and so set
         iteration order), so a check can compare two workers that hash differently.
@@ -295,7 +304,7 @@ class Sandbox(abc.ABC):
         return worker
 
     def worker_argv(self, handler: str, hash_seed: int | None = None) -> list[str]:
-        argv = ["python", "-m", "sandbox.worker", handler]
+        argv = ["python", "-m", "sandbox.shim" if self.shimmed else "sandbox.worker", handler]
         if not self.hardened:
             argv.append("--unchecked")
         return argv if hash_seed is None else [*argv, "--hash-seed", str(int(hash_seed))]

@@ -24,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from sandbox import bwrap_command, cgroups, leftovers, procfs, runtime, syscalls
+from sandbox import budget, bwrap_command, cgroups, leftovers, procfs, runtime, syscalls
 from sandbox._proc import ProcessChannel, ProcessSet, run_job
 from sandbox.base import (
     Channel,
@@ -41,6 +41,7 @@ from sandbox.base import (
     normalize_relpath,
 )
 from sandbox.bwrap_jobs import Job, launch
+from sandbox.bwrap_layout import LaunchPlan, Layout, can_stage
 
 # uids handed to sandboxes: far above anything a distro allocates, below the 16-bit overflow id.
 _UID_BASE, _UID_SPAN = 1_500_000, 1_000_000
@@ -68,8 +69,7 @@ class BwrapSandbox(Sandbox):
         self._as_root = os.geteuid() == 0
         self.uid = _alloc_uid() if self._as_root else os.getuid()
         self.gid = self.uid if self._as_root else os.getgid()
-        self._stages: list[tuple[str, str]] = []  # (host source, stage dir) bound in the child set-up
-        self._prefix_args: list[str] = []
+        self._layout: Layout | None = None
         self._runtime: Path | None = None
         self.name = f"trace-sbx-{uuid.uuid4().hex[:12]}"
         self.cgroup: cgroups.Cgroup | None = None
@@ -99,7 +99,11 @@ class BwrapSandbox(Sandbox):
 
     def _open(self) -> None:
         self._runtime = runtime.host_runtime()
-        root = Path(tempfile.gettempdir()) / self.name
+        try:  # as root, bwrap runs as the sandbox's own uid, which must traverse every dir down to the root dir
+            parent = runtime.sandbox_parent_dir() if self._as_root else Path(tempfile.gettempdir())
+        except runtime.NoReachableDir as exc:
+            raise SandboxError(str(exc)) from None
+        root = parent / self.name
         self._lease = leftovers.Lease(self.name, self.backend, root=str(root))
         self._opened = True  # from here on close() has something to undo
         root.mkdir(mode=0o711)
@@ -110,7 +114,17 @@ class BwrapSandbox(Sandbox):
         self.warning = self._set_limits() if self.hardened else None
         if self._as_root:
             os.chown(self._work, self.uid, self.gid)
-        self._stages, self._prefix_args = bwrap_command.interpreter_binds(self._root, self._as_root)
+        self._layout = Layout(self._root, self._runtime, self.limits, self.hardened, staged=can_stage(),
+                              uid=self.uid, gid=self.gid)
+        why_not = None if self._layout.staged else "needs root"
+        try:
+            self._layout.prepare(self._as_root)
+        except OSError as exc:  # no overlay layer here (e.g. no trusted xattrs): bind as without root
+            self._layout.staged, why_not = False, f"interpreter layer: {exc}"
+            self._layout.prepare(self._as_root)
+        if why_not is not None:
+            self.warning = "; ".join(filter(None, [self.warning, f"host packages visible and no inode cap on /tmp "
+                                                   f"and /dev/shm ({why_not})"]))
 
     def _set_limits(self) -> str | None:
         """Work dir tmpfs, cgroup and seccomp filter; returns one line naming what could not be set."""
@@ -129,6 +143,11 @@ class BwrapSandbox(Sandbox):
         self.cgroup, why = cgroups.create(self.name, lim, announce=lambda cg: lease.update(cgroups=cg.dirs, cgroup_version=cg.version))
         if self.cgroup is None:
             missing.append(f"per-sandbox memory/process/CPU limits ({why})")
+        elif self.cgroup.note:
+            missing.append(self.cgroup.note)
+        files = budget.host_budget().files_per_task
+        if lim.open_files > files:  # all sandboxes together may hold at most the budget's open files
+            self.limits = lim = lim.model_copy(update={"open_files": files})
         self._seccomp, why = syscalls.bpf_file(str(self._runtime.parent / "seccomp"))
         if self._seccomp is None:
             missing.append(f"syscall filter ({why})")
@@ -153,25 +172,32 @@ class BwrapSandbox(Sandbox):
                 pass
 
     # -- launching -------------------------------------------------------------------------------------
-    def bwrap_argv(self, argv: list[str], info_fd: int | None = None, seccomp_fd: int | None = None) -> list[str]:
+    def bwrap_argv(self, argv: list[str], info_fd: int | None = None, seccomp_fd: int | None = None,
+                   as_pid_1: bool = False, plan: LaunchPlan | None = None) -> list[str]:
         """The full bwrap command line for argv (exposed for tests and debugging)."""
-        assert self._work is not None and self._runtime is not None and self.bwrap is not None
+        assert self._work is not None and self._layout is not None and self.bwrap is not None
         return bwrap_command.command_line(
-            self.bwrap, argv, runtime_dir=self._runtime, work=self._work, prefix_args=self._prefix_args,
-            limits=self.limits, hardened=self.hardened, info_fd=info_fd, seccomp_fd=seccomp_fd,
+            self.bwrap, argv, layout=self._layout, plan=plan or LaunchPlan(), work=self._work, info_fd=info_fd,
+            seccomp_fd=seccomp_fd, as_pid_1=as_pid_1,
         )
 
-    def _launch(self, argv: list[str], stdin: bool, die_with_us: bool = False) -> Job:
+    def _launch(self, argv: list[str], stdin: bool, die_with_us: bool = False, as_pid_1: bool = False) -> Job:
         self._check_open()
-        assert self._root is not None
-        setup = bwrap_command.child_setup(
-            self.limits, stages=self._stages, cgroup=self.cgroup, as_root=self._as_root, uid=self.uid, gid=self.gid,
-            die_with_us=die_with_us,
-        )
-        return launch(
-            lambda info_fd, seccomp_fd: self.bwrap_argv(argv, info_fd=info_fd, seccomp_fd=seccomp_fd),
-            cwd=str(self._root), preexec_fn=setup, stdin=stdin, seccomp_path=self._seccomp, started=self._procs.add,
-        )
+        assert self._root is not None and self._layout is not None
+        plan = self._layout.plan()
+        try:
+            setup = bwrap_command.child_setup(
+                self.limits, mounts=plan.mounts, cgroup=self.cgroup, as_root=self._as_root, uid=self.uid, gid=self.gid,
+                die_with_us=die_with_us,
+            )
+            return launch(
+                lambda info_fd, seccomp_fd: self.bwrap_argv(argv, info_fd=info_fd, seccomp_fd=seccomp_fd, as_pid_1=as_pid_1,
+                                                            plan=plan),
+                cwd=str(self._root), preexec_fn=setup, stdin=stdin, seccomp_path=self._seccomp, started=self._procs.add,
+                pass_fds=plan.pass_fds,
+            )
+        finally:
+            plan.close()
 
     # -- interface -------------------------------------------------------------------------------------
     def put_files(self, files: dict[str, bytes | str]) -> None:
@@ -218,7 +244,9 @@ class BwrapSandbox(Sandbox):
             self._procs.discard(job.proc)
 
     def _spawn_worker(self, argv: list[str]) -> Channel:
-        job = self._launch(argv, stdin=True)
+        # The shim is the sandbox's pid 1: bwrap's own init would otherwise hold the channel's fds where a
+        # process of the same uid (env code) could open them through /proc/1/fd.
+        job = self._launch(argv, stdin=True, as_pid_1=self.shimmed)
 
         def kill() -> None:
             job.kill()

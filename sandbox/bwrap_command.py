@@ -1,15 +1,16 @@
-"""How a bwrap job is started: its mounts and command line, and what its launcher does in the forked child. Host side.
+"""How a bwrap job is started: its command line, and what its launcher does in the forked child. Host side.
 
 The command line builds an empty root: ``/usr`` (and the ``/lib*``, ``/bin`` links) read-only, ``/etc`` reduced to
-``ld.so.cache`` plus a synthetic passwd/group, a fresh ``/proc`` and minimal ``/dev``, size-capped tmpfs ``/tmp``
-and ``/dev/shm``, the interpreter prefix read-only at its real path, the trusted runtime read-only at
-``/sandbox/runtime`` and the work dir read-write at ``/sandbox/work``. Every namespace is unshared (net: only a
-down loopback), all capabilities dropped, no further user namespaces, a new session (no TTY injection), the
+copies of ``ld.so.cache`` and friends plus a synthetic passwd/group, a fresh ``/proc`` and minimal ``/dev``, tmpfs
+``/tmp`` and ``/dev/shm`` capped in bytes and inodes, the interpreter at ``/sandbox/python`` with only the packages
+the inside half needs, the trusted runtime read-only at ``/sandbox/runtime`` and the work dir read-write at
+``/sandbox/work`` (:mod:`sandbox.bwrap_layout` says where each comes from). Every namespace is unshared (net: only
+a down loopback), all capabilities dropped, no further user namespaces, a new session (no TTY injection), the
 environment cleared, uid/gid 65534 inside.
 
-The child set-up (:func:`child_setup`) runs as host root between fork and exec: a private mount namespace in
-which an interpreter prefix the sandbox uid could not reach is bound onto a world-traversable stage dir, the
-sandbox's cgroup, rlimits, then ``setuid`` to the sandbox's own uid.
+The child set-up (:func:`child_setup`) runs as host root between fork and exec: a private mount namespace for the
+launch in which the layout's overlays and tmpfs are mounted, the sandbox's cgroup, rlimits, then ``setuid`` to
+the sandbox's own uid.
 """
 
 from __future__ import annotations
@@ -23,66 +24,19 @@ from typing import Callable
 from sandbox import cgroups, procfs, runtime
 from sandbox._proc import set_rlimits
 from sandbox.base import SandboxLimits, host_env_allowlist
+from sandbox.bwrap_layout import LaunchPlan, Layout, Mount
 
 _CLONE_NEWNS = 0x00020000
 _MS_NOSUID = 2
 _MS_NODEV = 4
-_MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _PR_SET_PDEATHSIG = 1
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
 _libc.unshare.argtypes = [ctypes.c_int]
-
-
-def system_binds() -> list[str]:
-    """Read-only system dirs; merged-/usr links are recreated as links."""
-    args = ["--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top):
-            args += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            args += ["--ro-bind", top, top]
-    for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf"):
-        if os.path.exists(f):
-            args += ["--ro-bind", f, f]
-    return args
-
-
-def interpreter_binds(root: Path, as_root: bool) -> tuple[list[tuple[str, str]], list[str]]:
-    """(stages, bwrap args) that bind the interpreter prefix read-only at its own path.
-
-    Where the sandbox uid could not reach a prefix (e.g. pyenv under /root, mode 700), it is bound from a
-    stage dir under ``root``, onto which :func:`child_setup` binds the prefix in a mount namespace private to
-    the launch, so host mounts never change.
-    """
-    stages: list[tuple[str, str]] = []
-    args: list[str] = []
-    for i, path in enumerate(runtime.interpreter_paths()):
-        if path == "/usr" or path.startswith("/usr/"):
-            continue
-        if as_root and not reachable_by_others(path):
-            stage = root / f"stage{i}"
-            stage.mkdir(mode=0o755)
-            stages.append((path, str(stage)))
-            args += ["--ro-bind", str(stage), path]
-        else:
-            args += ["--ro-bind", path, path]
-    return stages, args
-
-
-def reachable_by_others(path: str) -> bool:
-    """Can a uid that is neither owner nor group traverse every directory down to ``path``?"""
-    p = Path(path)
-    for anc in [p, *p.parents]:
-        try:
-            if not os.stat(anc).st_mode & 0o001:
-                return False
-        except OSError:
-            return False
-    return True
 
 
 def mount_tmpfs(target: Path, options: str) -> str | None:
@@ -96,16 +50,16 @@ def command_line(
     bwrap: str,
     argv: list[str],
     *,
-    runtime_dir: Path,
+    layout: Layout,
+    plan: LaunchPlan,
     work: Path,
-    prefix_args: list[str],
-    limits: SandboxLimits,
-    hardened: bool,
     info_fd: int | None = None,
     seccomp_fd: int | None = None,
+    as_pid_1: bool = False,
 ) -> list[str]:
-    """The full bwrap command line that runs ``argv`` in the sandbox laid out by the other arguments."""
-    mb = 1024 * 1024
+    """The full bwrap command line that runs ``argv`` in the sandbox laid out by ``layout`` (this launch: ``plan``).
+
+    ``as_pid_1``: argv is the sandbox's pid 1 (no bwrap init process), for a worker's shim."""
     args = [
         bwrap,
         "--unshare-all",
@@ -117,38 +71,34 @@ def command_line(
         "--uid", str(runtime.SANDBOX_UID),
         "--gid", str(runtime.SANDBOX_GID),
         "--hostname", "sandbox",
-        *system_binds(),
-        "--ro-bind", str(runtime_dir / "etc" / "passwd"), "/etc/passwd",
-        "--ro-bind", str(runtime_dir / "etc" / "group"), "/etc/group",
-        "--proc", "/proc",
-        "--dev", "/dev",
-        *(["--perms", "1777", "--size", str(limits.shm_mb * mb), "--tmpfs", "/dev/shm"] if hardened else []),
-        "--perms", "1777", "--size", str(max(16, limits.file_size_mb) * mb), "--tmpfs", "/tmp",
-        *prefix_args,
-        "--ro-bind", str(runtime_dir / "python"), runtime.INSIDE_RUNTIME,
+        *layout.args(plan),
         "--bind", str(work), runtime.INSIDE_WORK,
         "--remount-ro", "/",  # the skeleton root (/etc, /root, /sandbox...) is read-only too
         "--chdir", runtime.INSIDE_WORK,
         "--clearenv",
     ]
-    for k, v in environment().items():
+    for k, v in environment(layout).items():
         args += ["--setenv", k, v]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
+    if as_pid_1:
+        args.append("--as-pid-1")
     return [*args, "--", *argv]
 
 
-def environment() -> dict[str, str]:
+def environment(layout: Layout) -> dict[str, str]:
     """The whole environment of a process inside (``--clearenv`` drops the rest)."""
-    return host_env_allowlist(runtime.INSIDE_WORK, runtime.INSIDE_RUNTIME, runtime.search_path())
+    env = host_env_allowlist(runtime.INSIDE_WORK, runtime.INSIDE_RUNTIME, "")
+    env.update(layout.environment())
+    return env
 
 
 def child_setup(
     limits: SandboxLimits,
     *,
-    stages: list[tuple[str, str]],
+    mounts: list[Mount],
     cgroup: cgroups.Cgroup | None,
     as_root: bool,
     uid: int,
@@ -156,7 +106,7 @@ def child_setup(
     die_with_us: bool = False,
 ) -> Callable[[], None]:
     """The ``preexec_fn`` that launches one job: everything it needs is computed here, in the parent."""
-    stages = list(stages)
+    mounts = list(mounts)
     procs_files = cgroup.procs_files() if cgroup is not None else []
     join = cgroups.join
     parent = os.getpid()
@@ -168,14 +118,20 @@ def child_setup(
     libc = _libc
 
     def fn() -> None:  # runs in the forked child: no locks, no imports
-        if stages:
+        if mounts:  # a mount namespace of this launch's own: what is mounted here ends with it
             if libc.unshare(_CLONE_NEWNS) != 0:
                 raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
             if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
                 raise OSError(ctypes.get_errno(), "making / private failed")
-            for src, stage in stages:
-                if libc.mount(src.encode(), stage.encode(), None, _MS_BIND | _MS_REC, None) != 0:
-                    raise OSError(ctypes.get_errno(), f"bind {src} failed")
+            for m in mounts:
+                fds = [os.open(layer, _O_DIR) for layer in m.layers]
+                data = m.data + b":".join(b"/proc/self/fd/%d" % fd for fd in fds)
+                failed = libc.mount(m.source, m.target, m.fstype, m.flags, data) != 0
+                errno = ctypes.get_errno()
+                for fd in fds:
+                    os.close(fd)
+                if failed:
+                    raise OSError(errno, f"mounting {m.fstype.decode()} on {m.target.decode()} failed")
         if procs_files:
             join(procs_files)  # before setuid: only root may move a process into the group
         set_rlimits(limits)

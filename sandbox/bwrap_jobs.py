@@ -56,6 +56,7 @@ def launch(
     stdin: bool,
     seccomp_path: str | None,
     started: Callable[[subprocess.Popen], None],
+    pass_fds: tuple[int, ...] = (),
 ) -> Job:
     """Start ``command(info_fd, seccomp_fd)`` and wait for bwrap's report of the sandbox's pid 1.
 
@@ -66,7 +67,7 @@ def launch(
     try:
         proc = spawn(
             command(info_w, seccomp_fd), cwd=cwd, env={"PATH": "/usr/bin:/bin"}, preexec_fn=preexec_fn, stdin=stdin,
-            pass_fds=(info_w,) if seccomp_fd is None else (info_w, seccomp_fd),
+            pass_fds=(info_w, *pass_fds) if seccomp_fd is None else (info_w, seccomp_fd, *pass_fds),
         )
     except BaseException:
         os.close(info_r)

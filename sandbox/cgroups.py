@@ -7,7 +7,8 @@ cgroup v2 (a unified hierarchy with the memory, pids and cpu controllers) is use
 ``trace-factory`` group at the root of the hierarchy delegates the controllers to one child per sandbox.
 Otherwise cgroup v1: one directory per controller, created under this process's own group for that
 controller (so the sandbox stays inside whatever accounting the caller is under). Either needs root; where
-a controller is missing or not writable, :func:`create` says which, once, as a warning.
+a controller is missing or not writable, :func:`create` says which, once, as a warning. The parent group
+holds the budget of all sandboxes together (:mod:`sandbox.budget`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sandbox import procfs
+from sandbox import budget, procfs
 from sandbox.base import SandboxLimits
 
 CGROUP_ROOT = "/sys/fs/cgroup"
-GROUP = "trace-factory"
 _V1_CONTROLLERS = ("memory", "pids", "cpu")
 _PERIOD_US = 100_000
 
@@ -32,6 +32,8 @@ class Cgroup:
 
     version: int
     dirs: list[str] = field(default_factory=list)
+    #: What of the budget across sandboxes could not be written (None: all of it holds).
+    note: str | None = None
 
     def procs_files(self) -> list[str]:
         return [os.path.join(d, "cgroup.procs") for d in self.dirs]
@@ -139,14 +141,15 @@ def create(name: str, limits: SandboxLimits, announce: Callable[[Cgroup], None] 
     if os.geteuid() != 0:
         return None, "no cgroup (not root): memory, process and CPU limits hold per process only"
     mount = _v2_mount()
+    group = budget.parent_name()
     if mount:
-        parent = os.path.join(mount, GROUP)
+        parent = os.path.join(mount, group)
         try:
             os.makedirs(parent, exist_ok=True)
             _write(os.path.join(mount, "cgroup.subtree_control"), "+memory +pids +cpu")
             if not _write(os.path.join(parent, "cgroup.subtree_control"), "+memory +pids +cpu"):
                 raise OSError("cannot delegate memory, pids and cpu")
-            cg = Cgroup(2, [os.path.join(parent, name)])
+            cg = Cgroup(2, [os.path.join(parent, name)], note=budget.apply({"": parent}, 2))
             if announce is not None:
                 announce(cg)
             os.mkdir(cg.dirs[0])
@@ -157,7 +160,7 @@ def create(name: str, limits: SandboxLimits, announce: Callable[[Cgroup], None] 
         return _apply(cg, {cg.dirs[0]: settings}, optional={"memory.swap.max"})
     if version() != 1:
         return None, "no cgroup (neither v2 with memory/pids/cpu nor v1 found): limits hold per process only"
-    directories = {c: os.path.join(CGROUP_ROOT, c, (_own_path(c) or "/").lstrip("/"), GROUP, name) for c in _V1_CONTROLLERS}
+    directories = {c: os.path.join(CGROUP_ROOT, c, (_own_path(c) or "/").lstrip("/"), group, name) for c in _V1_CONTROLLERS}
     if announce is not None:
         announce(Cgroup(1, list(directories.values())))
     cg = Cgroup(1)
@@ -175,6 +178,7 @@ def create(name: str, limits: SandboxLimits, announce: Callable[[Cgroup], None] 
             "pids": {"pids.max": str(limits.max_processes)},
             "cpu": {"cpu.cfs_period_us": str(_PERIOD_US), "cpu.cfs_quota_us": str(int(limits.cpu_quota * _PERIOD_US))},
         }[controller]
+    cg.note = budget.apply({c: os.path.dirname(d) for c, d in directories.items()}, 1)
     return _apply(cg, plan, optional={"memory.memsw.limit_in_bytes"})
 
 

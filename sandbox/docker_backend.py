@@ -39,6 +39,7 @@ from sandbox.base import (
 )
 from sandbox.docker_container import (
     DEFAULT_IMAGE,
+    budget_parent,
     create_work_volume,
     docker_sdk,
     image_search_path,
@@ -92,9 +93,10 @@ class DockerSandbox(Sandbox):
         try:
             self._lease = leftovers.Lease(self.name, self.backend, container=self.name, volume=self.name)
             self.volume = create_work_volume(self.client, self.name, self.limits, self.hardened)
+            parent, self.warning = budget_parent(self.client) if self.hardened else (None, None)
             self.container = run_container(
                 self.client, self.image, self.name, limits=self.limits, hardened=self.hardened, env=self._env,
-                runtime_vol=rt_volume,
+                runtime_vol=rt_volume, cgroup_parent=parent,
             )
             # Safety net: if the owner forgets close() (or the interpreter exits), still remove it.
             self._finalizer = weakref.finalize(self, remove, self.client, self.container.id, self.name)

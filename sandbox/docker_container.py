@@ -5,9 +5,10 @@ The container: no network (``network_mode=none``), read-only root filesystem, ``
 default one lets ``io_uring_setup`` through), uid/gid 65534, a pids limit, a memory limit (swap
 included; tmpfs pages count), a CPU quota, rlimits for CPU seconds / file size / core dumps,
 size-capped tmpfs ``/tmp`` and ``/dev/shm``, a per-sandbox work volume at ``/sandbox/work`` that is
-itself a tmpfs capped in bytes and inodes, and the trusted runtime in a read-only volume at
-``/sandbox/runtime``. Nothing from the host environment is passed in. PID 1 is a tiny reaper
-(``python -S``) so orphans cannot pile up as zombies against the pids limit.
+itself a tmpfs capped in bytes and inodes (so are /tmp and /dev/shm), RLIMIT_NOFILE, and the trusted runtime
+in a read-only volume at ``/sandbox/runtime``. Nothing from the host environment is passed in; no log driver.
+PID 1 is a tiny reaper (``python -S``) so orphans cannot pile up as zombies against the pids limit. With the
+cgroupfs driver the container lives under the parent group that holds all sandboxes' budget.
 
 Everything carries the label ``trace-factory.sandbox`` and its creator's owner id, so :func:`prune` removes
 only what a dead process left behind; the lease (:mod:`sandbox.leftovers`) names the same container and
@@ -21,7 +22,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from sandbox import leftovers, runtime, syscalls
+from sandbox import budget, leftovers, runtime, syscalls
 from sandbox.base import SandboxError, SandboxLimits, SandboxUnavailable
 
 DEFAULT_IMAGE = os.environ.get("TRACE_SANDBOX_IMAGE", "trace-factory-sandbox:py311")
@@ -107,15 +108,49 @@ def create_work_volume(client: Any, name: str, limits: SandboxLimits, hardened: 
     )
 
 
+def budget_parent(client: Any) -> tuple[str | None, str | None]:
+    """(cgroup_parent, None) putting containers under the parent group that carries the budget of all sandboxes
+    (:mod:`sandbox.budget`), with that budget written; or (None, why not). Only a local daemon with the cgroupfs
+    driver names the parent by path; with systemd's driver the parent would be a slice we do not manage."""
+    try:
+        info = client.info()
+    except Exception as exc:  # noqa: BLE001
+        return None, f"no limit across sandboxes (docker info: {exc})"
+    if info.get("CgroupDriver") != "cgroupfs" or os.geteuid() != 0:
+        return None, f"no limit across sandboxes (docker cgroup driver {info.get('CgroupDriver')!r}, needs cgroupfs and root)"
+    group = budget.parent_name()
+    version = 2 if str(info.get("CgroupVersion")) == "2" else 1
+    root = "/sys/fs/cgroup"
+    if version == 2:
+        parents = {"": os.path.join(root, group)}
+    else:
+        parents = {c: os.path.join(root, c, group) for c in ("pids", "memory")}
+    try:
+        for directory in parents.values():
+            os.makedirs(directory, exist_ok=True)
+        if version == 2:
+            with open(os.path.join(root, group, "cgroup.subtree_control"), "w") as f:
+                f.write("+memory +pids")
+    except OSError as exc:
+        return None, f"no limit across sandboxes ({exc.strerror}: {exc.filename})"
+    return f"/{group}", budget.apply(parents, version)
+
+
 def run_container(
     client: Any, image: str, name: str, *, limits: SandboxLimits, hardened: bool, env: dict[str, str], runtime_vol: str,
+    cgroup_parent: str | None = None,
 ) -> Any:
     """Start the locked-down container (work volume ``name`` must exist) with PID 1 the reaper."""
     lim = limits
     mb = 1024 * 1024
     Ulimit = docker_sdk().types.Ulimit
-    hardening = dict(nano_cpus=int(lim.cpu_quota * 1e9), shm_size=f"{lim.shm_mb}m")
+    hardening = dict(nano_cpus=int(lim.cpu_quota * 1e9))
     seccomp = [f"seccomp={syscalls.docker_profile()}"] if hardened else []
+    files = min(lim.open_files, budget.host_budget().files_per_task)
+    tmpfs = {"/tmp": f"rw,nosuid,nodev,size={max(16, lim.file_size_mb)}m,mode=1777"}
+    if hardened:  # /dev/shm too, capped in bytes and inodes (shm_size takes no inode cap)
+        tmpfs = {path: f"{opts},nr_inodes={lim.tmpfs_inodes}" for path, opts in
+                 {**tmpfs, "/dev/shm": f"rw,nosuid,nodev,size={lim.shm_mb}m,mode=1777"}.items()}
     return client.containers.run(
         image,
         ["python", "-S", "-c", INIT_SRC],
@@ -130,12 +165,14 @@ def run_container(
         mem_limit=f"{lim.memory_mb}m",
         memswap_limit=f"{lim.memory_mb}m",
         **(hardening if hardened else {}),
+        **({"cgroup_parent": cgroup_parent} if cgroup_parent else {}),
         ulimits=[
             Ulimit(name="cpu", soft=lim.cpu_seconds, hard=lim.cpu_seconds + 1),
             Ulimit(name="fsize", soft=lim.file_size_mb * mb, hard=lim.file_size_mb * mb),
             Ulimit(name="core", soft=0, hard=0),
+            Ulimit(name="nofile", soft=files, hard=files),
         ],
-        tmpfs={"/tmp": f"rw,nosuid,nodev,size={max(16, lim.file_size_mb)}m,mode=1777"},
+        tmpfs=tmpfs,
         volumes={
             name: {"bind": runtime.INSIDE_WORK, "mode": "rw"},
             runtime_vol: {"bind": runtime.INSIDE_RUNTIME, "mode": "ro"},
@@ -145,6 +182,9 @@ def run_container(
         hostname="sandbox",
         labels={LABEL: "sandbox", **owner_labels()},
         ipc_mode="private",
+        # PID 1 holds the container's stdout, which the same uid can open through /proc/1/fd/1: with a log
+        # driver, what env code writes there would grow a log file on the host without bound.
+        log_config=docker_sdk().types.LogConfig(type="none"),
     )
 
 

@@ -13,7 +13,6 @@ import os
 import select
 import socket
 import struct
-import threading
 import time
 from typing import Any, Callable
 
@@ -176,32 +175,42 @@ def pump(
 
 
 class DockerChannel(Channel):
-    """A worker: an exec with stdin open, read by one thread. ``on_kill`` ends its processes from the host."""
+    """A worker: an exec with stdin open, read by the calling thread (:meth:`pump`). ``on_kill`` ends its
+    processes from the host."""
+
+    pumped_by_caller = True
 
     def __init__(self, client: Any, exec_id: str, sock: socket.socket, early: bytes, on_kill: Callable[[], None]):
         super().__init__()
         self.client, self.exec_id, self.sock, self.early = client, exec_id, sock, early
         self._on_kill = on_kill
         self._dead = False
+        self._demux = Demux()
+        self._eof = False
 
     def start(self) -> None:
-        threading.Thread(target=self._pump, daemon=True, name="sandbox-docker-worker").start()
+        pass
 
-    def _pump(self) -> None:
-        demux = Demux()
-        data = self.early
-        try:
-            while True:
-                if data:
-                    for stream, payload in demux.feed(data):
-                        (self.on_stdout if stream == 1 else self.on_stderr)(payload)
-                data = self.sock.recv(_CHUNK)
-                if not data:
-                    break
-        except OSError:
-            pass
-        finally:
-            self.on_eof()
+    def pump(self, timeout_s: float) -> None:
+        if self._eof:
+            return
+        data, self.early = self.early, b""
+        if not data:
+            try:
+                ready, _, _ = select.select([self.sock], [], [], max(0.0, timeout_s))
+                if not ready:
+                    return
+                data = self.sock.recv(_CHUNK, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            except (OSError, ValueError):  # closed by kill()
+                data = b""
+            if not data:
+                self._eof = True
+                self.on_eof()
+                return
+        for stream, payload in self._demux.feed(data):
+            (self.on_stdout if stream == 1 else self.on_stderr)(payload)
 
     def write(self, data: bytes) -> None:
         self.sock.sendall(data)

@@ -189,7 +189,7 @@ def _is_sandbox_name(path: str, *prefixes: str) -> bool:
 def _is_sandbox_cgroup(path: str) -> bool:
     real = os.path.realpath(path)
     return (real.startswith("/sys/fs/cgroup/") and _is_sandbox_name(real)
-            and os.path.basename(os.path.dirname(real)) == "trace-factory")
+            and os.path.basename(os.path.dirname(real)).startswith("trace-factory"))
 
 
 def unmount(path: str) -> None:

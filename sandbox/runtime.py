@@ -20,9 +20,10 @@ import threading
 from pathlib import Path
 
 #: What of this project runs inside the sandbox: package -> the files shipped (None: all of it).
-#: Of ``sandbox`` only the worker protocol and test handlers go in, under a stub ``__init__`` so the
+#: Of ``sandbox`` only the shim, the worker protocol and test handlers go in, under a stub ``__init__`` so the
 #: host-side backends (and pydantic, which they import) stay out of the worker.
-SHIPPED: dict[str, tuple[str, ...] | None] = {"trace_env": None, "sandbox": ("worker.py", "handlers/")}
+SHIPPED: dict[str, tuple[str, ...] | None] = {
+    "trace_env": None, "sandbox": ("shim.py", "worker.py", "integrity.py", "handlers/")}
 TRUSTED_PACKAGES: tuple[str, ...] = tuple(SHIPPED)
 _SUFFIXES = (".py", ".json")
 _STUB_INIT = b'"""Inside a sandbox this package holds only the worker protocol (sandbox.worker)."""\n'
@@ -32,6 +33,11 @@ SANDBOX_GID = 65534
 #: Where a backend that controls the file system layout puts the work dir and the runtime, inside.
 INSIDE_WORK = "/sandbox/work"
 INSIDE_RUNTIME = "/sandbox/runtime"
+#: Where bwrap (as root) shows the interpreter: its prefix, with only SITE_DISTRIBUTIONS in site-packages.
+INSIDE_PYTHON = "/sandbox/python"
+#: Third-party distributions the inside half imports (the handler validates tool arguments with jsonschema);
+#: with their requirements, the only packages a bwrap sandbox sees. Env code itself may import none of them.
+SITE_DISTRIBUTIONS = ("jsonschema",)
 
 PASSWD = "nobody:x:65534:65534:sandbox:/sandbox/work:/usr/sbin/nologin\n"
 GROUP = "nogroup:x:65534:\n"
@@ -109,7 +115,9 @@ def runtime_tar(files: dict[str, bytes], uid: int = 0, gid: int = 0) -> bytes:
 
 
 def runtime_root() -> Path:
-    """Where host-side runtime copies live: a world-traversable place (the sandbox uid reads it)."""
+    """Where host-side runtime copies, the seccomp filter and the leases live (``$TRACE_SANDBOX_RUNTIME_DIR``,
+    default ``<TMPDIR>/trace-factory-runtime``). The sandbox uid never needs to reach it: a bwrap launcher opens
+    what the sandbox sees as root and hands it over as file descriptors."""
     base = os.environ.get("TRACE_SANDBOX_RUNTIME_DIR") or os.path.join(tempfile.gettempdir(), "trace-factory-runtime")
     p = Path(base)
     p.mkdir(parents=True, exist_ok=True)
@@ -118,6 +126,35 @@ def runtime_root() -> Path:
     except OSError:
         pass
     return p
+
+
+def reachable_by_others(path: str | Path) -> bool:
+    """Can a uid that is neither owner nor group traverse every directory down to ``path``?"""
+    p = Path(path)
+    for anc in [p, *p.parents]:
+        try:
+            if not os.stat(anc).st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+class NoReachableDir(RuntimeError):
+    """No directory for sandbox roots that the sandbox's own uid can traverse; the message says what to set."""
+
+
+def sandbox_parent_dir(candidates: list[str] | None = None) -> Path:
+    """Where a bwrap sandbox's root dir goes when each sandbox runs as its own uid: bwrap, as that uid, must
+    traverse every directory down to it. ``TMPDIR`` if that uid can (``mktemp -d`` and many CI runners make it
+    0700); else ``/tmp``, then ``/var/tmp``; else :class:`NoReachableDir` naming what to set."""
+    tmpdir = tempfile.gettempdir()
+    for candidate in candidates if candidates is not None else [tmpdir, "/tmp", "/var/tmp"]:
+        if os.path.isdir(candidate) and reachable_by_others(candidate):
+            return Path(candidate)
+    raise NoReachableDir(f"no directory for sandboxes that the sandbox's user can traverse: TMPDIR={tmpdir} "
+                         "is private and /tmp and /var/tmp are not usable; set TMPDIR to a directory every user "
+                         "may traverse (mode 1777 or 0755 down from /, e.g. TMPDIR=/var/tmp)")
 
 
 def host_runtime() -> Path:
@@ -206,3 +243,75 @@ def python_bin_dirs() -> list[str]:
 def search_path() -> str:
     """``PATH`` for a sandboxed process on this host's interpreter: its bin dirs, then the system's."""
     return ":".join([*python_bin_dirs(), "/usr/local/bin", "/usr/bin", "/bin"])
+
+
+def interpreter_prefix() -> str:
+    """The running interpreter's installation (a virtualenv's base), as bwrap shows it at INSIDE_PYTHON."""
+    return os.path.realpath(sys.base_prefix)
+
+
+def site_dirs(prefix: str) -> list[str]:
+    """The interpreter's package dirs below ``prefix``, relative to it (``lib/python3.11/site-packages``...)."""
+    import site
+    import sysconfig
+
+    dirs = [*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    dirs += [os.path.join(prefix, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}", "site-packages")]
+    out: list[str] = []
+    for d in dirs:
+        real = os.path.realpath(d)
+        if real.startswith(prefix.rstrip("/") + "/"):
+            rel = os.path.relpath(real, prefix)
+            if rel not in out:
+                out.append(rel)
+    return out
+
+
+def site_layer() -> Path:
+    """An overlay layer that replaces the interpreter's package dirs (opaque) with one holding only
+    SITE_DISTRIBUTIONS and their requirements, copied once; content-addressed by their names and versions.
+
+    Needs root (the ``trusted.overlay.opaque`` attribute); OSError where it cannot be made."""
+    from sandbox.image import distribution_closure
+
+    prefix = interpreter_prefix()
+    rels = site_dirs(prefix)
+    dists = sorted(distribution_closure(SITE_DISTRIBUTIONS), key=lambda d: d.metadata["Name"].lower())
+    key = hashlib.sha256(repr([prefix, rels, [(d.metadata["Name"], d.version) for d in dists]]).encode()).hexdigest()[:16]
+    root = runtime_root()
+    final = root / f"site-{key}"
+    if (final / ".complete").exists():
+        return final
+    tmp = Path(tempfile.mkdtemp(prefix=f".site-{key}-", dir=root))
+    try:
+        for rel in rels:
+            (tmp / rel).mkdir(parents=True, exist_ok=True)
+            os.setxattr(tmp / rel, "trusted.overlay.opaque", b"y")
+        target = tmp / rels[0]
+        for dist in dists:
+            for entry in dist.files or []:
+                source = Path(dist.locate_file(entry))
+                if source.is_file() and "__pycache__" not in entry.parts and not str(entry).startswith(".."):
+                    dest = target / entry
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source, dest)
+        for dirpath, _, filenames in os.walk(tmp):
+            os.chmod(dirpath, 0o755)
+            for fn in filenames:
+                os.chmod(os.path.join(dirpath, fn), 0o644)
+        (tmp / ".complete").write_text(key)
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another process won the race; theirs is identical
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def empty_dir() -> Path:
+    """An empty directory: the second layer of an overlay that has only one (overlayfs needs two)."""
+    path = runtime_root() / "empty"
+    path.mkdir(mode=0o755, exist_ok=True)
+    return path

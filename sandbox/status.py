@@ -12,7 +12,7 @@ import os
 
 from pydantic import BaseModel, Field
 
-from sandbox import AUTO_ORDER, REGISTRY, available_backends, cgroups, construct, runtime, syscalls
+from sandbox import AUTO_ORDER, REGISTRY, available_backends, budget, cgroups, construct, runtime, syscalls
 from sandbox.docker_container import DEFAULT_IMAGE
 
 
@@ -31,6 +31,8 @@ class HostLimits(BaseModel):
     seccomp_reason: str | None = Field(None, description="why there is no filter")
     bwrap_checked: bool = Field(description="a bwrap sandbox was opened here to see which limits hold")
     bwrap_warning: str | None = Field(None, description="the limits that sandbox could not set (None: all hold)")
+    budget: dict[str, int] = Field(default_factory=dict, description="what all sandboxes together may hold: tasks "
+                                   "(processes and threads), open files, memory in MB (sandbox.budget)")
 
 
 class SandboxStatus(BaseModel):
@@ -51,8 +53,11 @@ def host_limits(bwrap_usable: bool) -> HostLimits:
                 warning, checked = sb.warning, True
         except Exception as exc:  # noqa: BLE001 - the probe passed a moment ago; say what went wrong instead
             warning = f"could not open a bwrap sandbox to check: {type(exc).__name__}: {exc}"[:300]
+    total = budget.host_budget()
     return HostLimits(root=os.geteuid() == 0, cgroup_version=cgroups.version(), seccomp_filter=seccomp,
-                      seccomp_reason=why, bwrap_checked=checked, bwrap_warning=warning)
+                      seccomp_reason=why, bwrap_checked=checked, bwrap_warning=warning,
+                      budget={"tasks": total.tasks, "open_files": total.tasks * total.files_per_task,
+                              "memory_mb": total.memory_mb})
 
 
 def sandbox_status(refresh: bool = True) -> SandboxStatus:

@@ -1,32 +1,31 @@
-"""Generic JSON-lines worker: ``python -m sandbox.worker HANDLER_MODULE [--hash-seed N]``. Runs INSIDE the sandbox.
+"""The env process: ``python -m sandbox.worker HANDLER [--unchecked] [--hash-seed N] [--shimmed PID]``. INSIDE.
 
-The handler module exposes ``METHODS: dict[str, Callable[[dict], Any]]``. One JSON request per stdin line
--> one JSON response per line on the protocol stream:
+The handler module exposes ``METHODS: dict[str, Callable[[dict], Any]]``; env code runs in this process, behind
+those methods. One JSON request per stdin line -> one JSON reply per line on the protocol stream:
 
     {"id": 1, "method": "echo", "params": {...}}  ->  {"id": 1, "result": ...}
                                                   |  {"id": 1, "error": {"type", "message", "traceback"}}
+    {"sync": N}                                   ->  {"sync": N}   (answered by this loop, never by env code)
 
-The first line written is ``{"id": null, "event": "ready", ...}`` once the handler imported (or an error
-line and exit 1 if it did not). Every exception from a method is returned, never raised; a bad input line
-gets an error with id null; the loop ends only at stdin EOF.
+The first line written is ``{"id": null, "event": "ready", ...}`` once the handler imported (or an error line
+and exit 1 if it did not). Every exception from a method is returned, never raised; a bad input line gets an
+error with id null; the loop ends only at stdin EOF.
 
-Integrity: env code runs in this process, so nothing it can rebind may decide what the host receives.
+In a sandbox this process is started by the trusted shim (:mod:`sandbox.shim`, ``--shimmed``) on two private
+pipes: the shim alone holds the host channel, gives this process its own request ids, and relays one reply per
+request only after a ``sync`` shows nothing else followed it. Started directly (the layout before the shim,
+kept for the benchmark's before/after), it speaks the same protocol to the host itself.
+
+What this process sends is the env's answer, and the host validates it by shape. Two things keep trusted
+code in here honest against plain-Python tampering by env code (see :mod:`sandbox.integrity`):
 
 - The protocol owns the real stdout: fd 1 is re-pointed at stderr before the handler is imported (a stray
-  ``print`` cannot corrupt the stream) and replies go out through ``os.write`` on a private fd.
-- The encoder and decoder are the C ones (``_json``), and ``os.write``/``os.read`` are captured when this
-  module is imported, before any env code exists: replacing ``json.dumps`` or ``os.write`` changes nothing.
-- Results are copied into exact built-in types (``_plain``) through the base types' own methods, so a
-  ``str``/``float``/``dict`` subclass cannot lie to the encoder; depth and size are bounded.
-- After every call, the state of every trusted module (the worker, the handler, ``trace_env``, ``json``,
-  ``jsonschema``, ``builtins`` and every module they reference) is compared with a snapshot taken before the
-  first env code ran: module globals, class attributes and function code. A difference ends the worker with
-  a fatal ``IntegrityError`` reply naming what changed. The comparison's own helpers are checked from the
-  serving frame, whose code cannot be swapped while it runs.
-
-This holds against Python-level tampering (the static check already refuses the usual spellings). Code
-that escapes to native level (ctypes) could still write to the protocol fd; the sandbox is the boundary
-that keeps that from mattering to the host, and the host validates every reply by shape.
+  ``print`` cannot corrupt the stream) and replies go out through ``os.write`` on a private fd. The encoder
+  and decoder are the C ones (``_json``), captured with ``os.write``/``os.read`` when this module is imported,
+  before any env code exists. Results are copied into exact built-in types (``_plain``) first, so the encoder
+  sees plain data.
+- After every call the trusted modules are compared with a snapshot taken before env code ran
+  (:class:`sandbox.integrity.Snapshot`); a difference ends the process with a fatal ``IntegrityError``.
 """
 
 from __future__ import annotations
@@ -37,13 +36,15 @@ import importlib
 import os
 import sys
 import traceback
-import types
 from typing import Any, Callable, Iterable, Iterator
 
+from sandbox.integrity import Snapshot
+
 _TB_LIMIT = 4000
+#: How a sync request (and its answer) starts: ``{"sync":N}``, written by the shim.
+SYNC_PREFIX = '{"sync":'
 MAX_DEPTH = 100
 MAX_REPLY_BYTES = 32 * 1024 * 1024
-_TRUSTED_ROOTS = ("trace_env", "sandbox", "json", "jsonschema", "referencing", "builtins", "__main__")
 
 # --- captured before any env code is imported ------------------------------------------------------
 _write = os.write
@@ -151,101 +152,6 @@ def _loads(line: str) -> Any:
     return obj
 
 
-# --- integrity of trusted state ----------------------------------------------------------------------
-
-
-_CORE = ("trace_env", "sandbox")
-_HEAPTYPE = 1 << 9
-
-
-def _trusted_modules() -> tuple[list[types.ModuleType], list[types.ModuleType]]:
-    """(core, referenced): the protocol, handler, engine and SDK with ``builtins``; and the modules their
-    globals name (``json``, ``jsonschema``, ``re``...), whose attributes trusted code looks up at run time."""
-    core = [m for name, m in list(sys.modules.items())
-            if isinstance(m, types.ModuleType) and (name.split(".")[0] in _CORE or name == "__main__")]
-    core.append(builtins)
-    seen = {id(m) for m in core}
-    referenced = []
-    for m in core:
-        for v in list(vars(m).values()):
-            if isinstance(v, types.ModuleType) and id(v) not in seen and v.__name__ not in ("sys", "os", "posix"):
-                seen.add(id(v))
-                referenced.append(v)
-    return core, referenced
-
-
-class Snapshot:
-    """Identity of what trusted code looks up at run time: module globals, class attributes, function code.
-
-    Cheap to compare (about a hundred microseconds): per namespace, its size and the ids of its values,
-    compared as lists in C; only on a difference is the detail worked out.
-    """
-
-    def __init__(self) -> None:
-        self.spaces: list[tuple[str, Any, int, list[int]]] = []
-        self.codes: list[tuple[str, Any, object]] = []
-        core, referenced = _trusted_modules()
-        self._seen: set[int] = set()
-        self._modules = {id(m) for m in core + referenced}
-        self._count = len(sys.modules)
-        for module in core:
-            self._add(module.__name__, vars(module), module.__name__, self._seen, deep=True)
-        for module in referenced:
-            self._add(module.__name__, vars(module), module.__name__, self._seen, deep=False)
-
-    def _adopt_new_modules(self) -> None:
-        """Trusted modules imported since (a kit the env imports): covered from the end of that call on."""
-        if len(sys.modules) == self._count:
-            return
-        self._count = len(sys.modules)
-        for name, module in list(sys.modules.items()):
-            if (isinstance(module, types.ModuleType) and name.split(".")[0] in _CORE
-                    and id(module) not in self._modules):
-                self._modules.add(id(module))
-                self._add(name, vars(module), name, self._seen, deep=True)
-
-    def _add(self, label: str, space: Any, module: str, seen: set[int], deep: bool) -> None:
-        self.spaces.append((label, space, len(space), list(map(id, space.values()))))
-        if not deep:
-            return
-        for name, value in list(space.items()):
-            func = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
-            if isinstance(value, property):
-                func = value.fget
-            if isinstance(func, types.FunctionType):
-                self.codes.append((f"{label}.{name}", func, func.__code__))
-            elif (isinstance(value, type) and value.__flags__ & _HEAPTYPE and value.__module__ == module
-                  and id(value) not in seen):
-                seen.add(id(value))
-                self._add(f"{module}.{value.__qualname__}", vars(value), module, seen, deep=True)
-
-    def changes(self) -> list[str]:
-        """What differs from the snapshot (new submodule attributes are allowed and absorbed)."""
-        found: list[str] = []
-        for index, (label, space, size, ids) in enumerate(self.spaces):
-            if len(space) == size and list(map(id, space.values())) == ids:
-                continue
-            here = self._detail(label, space, ids)
-            if here:
-                found += here
-            else:  # only submodules appeared (an import): absorb them
-                self.spaces[index] = (label, space, len(space), list(map(id, space.values())))
-        found += [f"the code of {label} was replaced" for label, func, code in self.codes if func.__code__ is not code]
-        if not found:
-            self._adopt_new_modules()
-        return found
-
-    @staticmethod
-    def _detail(label: str, space: Any, ids: list[int]) -> list[str]:
-        now, before = set(map(id, space.values())), set(ids)
-        gone = [i for i in ids if i not in now]
-        added = [k for k, v in list(space.items()) if id(v) not in before and not isinstance(v, types.ModuleType)]
-        out = [f"{label}.{k} was replaced or added" for k in added]
-        if gone and not added:
-            out.append(f"{label}: {len(gone)} attribute(s) deleted")
-        return out
-
-
 # --- the loop ------------------------------------------------------------------------------------------
 
 
@@ -262,6 +168,9 @@ def serve(methods: dict[str, Callable[[dict], Any]], inp: Iterable[str], out: An
 
     send({"id": None, "event": "ready", "pid": os.getpid(), "methods": sorted(methods), **(info or {})})
     for raw in inp:
+        if raw.startswith(SYNC_PREFIX):  # the shim asks whether anything followed the last reply: answer as asked
+            _send_to(out, raw.rstrip("\r\n") + "\n")
+            continue
         if not raw.strip():
             continue
         req_id: Any = None
@@ -296,6 +205,10 @@ def serve(methods: dict[str, Callable[[dict], Any]], inp: Iterable[str], out: An
             shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
             send({"id": req_id, "error": {"type": "IntegrityError", "fatal": True, "traceback": "",
                                           "message": f"env code changed trusted code or state: {shown}"}})
+            for raw in inp:  # under the shim, the sync that follows every reply; then this process ends
+                if raw.startswith(SYNC_PREFIX):
+                    _send_to(out, raw.rstrip("\r\n") + "\n")
+                break
             return
         send(reply)
 
@@ -348,20 +261,39 @@ def _with_hash_seed(argv: list[str]) -> list[str]:
     return argv
 
 
-def _subreaper() -> None:
-    """Orphans of env code (double-forked daemons) re-parent to this worker, not to the sandbox's PID 1, so
-    killing the worker's process tree kills them too (Docker: several workers share one container)."""
+def _prctl(option: int, value: int) -> bool:
     try:
         import ctypes
 
-        if ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0:  # PR_SET_CHILD_SUBREAPER
-            _reaping.append(True)
-    except Exception:  # noqa: BLE001 - not Linux, or no libc: the tree kill is then best effort
-        pass
+        return ctypes.CDLL(None).prctl(option, value, 0, 0, 0) == 0
+    except Exception:  # noqa: BLE001 - not Linux, or no libc
+        return False
+
+
+def _subreaper() -> None:
+    """Orphans of env code (double-forked daemons) re-parent to this worker, not to the sandbox's PID 1, so
+    killing the worker's process tree kills them too (Docker: several workers share one container)."""
+    if _prctl(36, 1):  # PR_SET_CHILD_SUBREAPER
+        _reaping.append(True)
+
+
+def _follow_shim(parent: str) -> None:
+    """Under the shim: die with it (PR_SET_PDEATHSIG), and leave at once if it is already gone."""
+    _prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    if not parent.isdigit() or os.getppid() != int(parent):
+        os._exit(1)
+
+
+USAGE = "usage: python -m sandbox.worker HANDLER_MODULE [--unchecked] [--hash-seed N] [--shimmed PID]"
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = _with_hash_seed(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    shim_pid = None
+    if len(argv) >= 2 and argv[-2] == "--shimmed":
+        shim_pid, argv = argv[-1], argv[:-2]
+        _follow_shim(shim_pid)
+    argv = _with_hash_seed(argv)
     checked = "--unchecked" not in argv
     argv = [a for a in argv if a != "--unchecked"]
     # Keep the real stdout for the protocol; everything else printing to fd 1 goes to stderr.
@@ -369,10 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     if len(argv) != 1:
-        _send_to(proto, _dumps({"id": None, "error": {"type": "UsageError",
-                                                      "message": "usage: python -m sandbox.worker HANDLER_MODULE [--unchecked] [--hash-seed N]"}}) + "\n")
+        _send_to(proto, _dumps({"id": None, "error": {"type": "UsageError", "message": USAGE}}) + "\n")
         return 2
-    _subreaper()
+    if shim_pid is None:
+        _subreaper()
     try:
         module = importlib.import_module(argv[0])
         methods = getattr(module, "METHODS")

@@ -1,77 +1,53 @@
-"""Static check: a strict lint of an env module's syntax tree (never by running it). Host side.
+"""Static check: a lint of an env module's syntax tree (never by running it), closed by construction. Host side.
 
-It is a FIRST FILTER, not the security boundary: the sandbox is. Its job is to refuse, with a line number,
-every construct an env module has no business using, so that LLM-written code that reaches for the
-interpreter's internals is turned away before it runs, and so that what does run is plain, deterministic
-Python the gate's checks can reason about. The rules (README "Rules for env modules"):
+It is a FIRST FILTER, not the security boundary: the sandbox is. It exists to give whoever wrote the env (an
+LLM, mostly) early, clear feedback, with a line number, and to keep what runs plain, deterministic Python the
+gate's checks can reason about. The rule, in one sentence (:data:`RULE`):
 
-- imports: the SDK (``from trace_env import sdk``, legacy ``from env_registry import sdk``), kits
-  (``from trace_env.kits import <kit>``) and allow-listed pure stdlib modules, each by its FULL dotted
-  name; every imported name is checked too; an attribute of a module that is itself a module must be an
-  allowed module (``dataclasses.builtins``, ``calendar.sys``... are refused);
-- no name or attribute that starts with ``_`` (the throwaway ``_``, defining ``__init__`` /
-  ``__post_init__`` and calling ``super().__init__`` are fine), in any spelling: names, attributes,
-  arguments, keyword arguments, ``match`` class patterns, strings that look like dunders, format fields;
-- no introspection or reflection: ``getattr``/``hasattr``/``setattr``/``vars``/``globals``/``eval``/``exec``/
-  ``open``/``compile``/``id``/``hash`` as names at all, ``operator.attrgetter``/``methodcaller``,
-  ``string.Formatter``, ``typing.get_type_hints``, frame and code attributes (``gi_frame``, ``f_back``...);
-- no stores to attributes (or items) of modules, or of names aliasing something taken from a module;
-- no clock reads (``datetime.now/today/utcnow/fromtimestamp``, ``date.today``, the ``time`` module).
+    Env code may use only its own names, allow-listed builtins and allow-listed (module, attribute) pairs
+    written out as ``module.attribute``; no name or attribute may start with ``_`` or be one of the
+    interpreter's frame, code or generator attributes; a module may appear only in front of one of its allowed
+    attributes and a class factory only as a base class, in ``isinstance``, or called with one argument; and
+    no string is ever turned into a name or code.
+
+Why that closes each way around it the red team found, rather than naming them one by one:
+
+- a module reaches no other position (assignment, argument, default, container, walrus, loop or match target,
+  ``with``, return, lambda...): where an expression is a module is known from imports alone, so a module
+  value never flows and every attribute read from one is checked against the allowlist;
+- attributes are never read by computed names: ``getattr`` and friends are not allowed builtins, and the
+  stdlib entries that take attribute names or evaluate strings (``operator.attrgetter``, ``functools.wraps``,
+  ``singledispatch``, ``typing.get_type_hints``, ``string.Formatter``...) are not on the allowlist
+  (:mod:`factory.validation.static_allowlist` holds the lists and says what is left out and why);
+- no class is built from a computed dict: ``type`` is not an allowed builtin, ``make_dataclass`` is not
+  allow-listed, and the remaining class factories (metaclasses and enum classes, whose call with a name and a
+  dict is the functional API) keep to the positions above, found from the modules themselves and from the
+  file's own class statements.
+
+Besides the rule: literal format templates may not read private or internal fields (a computed template
+renders text only, never hands back an object), no string constant spells a dunder, module state is not
+assigned to, and the clock is not read (scenario times come from ``self.rng(seed)``).
 """
 
 from __future__ import annotations
 
 import ast
-import importlib
-import importlib.util
 import re
 import string
 import types
 from dataclasses import dataclass
-from functools import lru_cache
 
-#: Pure stdlib modules an env may import, by full dotted name.
-ALLOWED_MODULES = frozenset(
-    {
-        "__future__", "abc", "bisect", "calendar", "collections", "copy", "dataclasses", "datetime", "decimal",
-        "enum", "fractions", "functools", "hashlib", "heapq", "itertools", "json", "math", "numbers", "operator",
-        "random", "re", "statistics", "string", "textwrap", "typing",
-    }
+from factory.validation.static_allowlist import (
+    FORBIDDEN_BUILTINS, INTERNAL_ATTRIBUTES, KITS_PACKAGE, MISSING, REFLECTION_ATTRIBUTES, SDK_ALIASES, STDLIB,
+    canonical, is_factory, module_allowed, pair_allowed, value_of,
 )
-#: SDK modules (the legacy ``env_registry.sdk`` spelling is served by the same module inside the sandbox).
-SDK_ALIASES = {"trace_env.sdk": "trace_env.sdk", "env_registry.sdk": "trace_env.sdk"}
-KITS_PACKAGE = "trace_env.kits"
-#: Builtins that reach the interpreter's internals, the file system, the clock or run code.
-FORBIDDEN_NAMES = frozenset(
-    {
-        "getattr", "hasattr", "setattr", "delattr", "vars", "globals", "locals", "dir", "eval", "exec", "compile",
-        "open", "id", "hash", "breakpoint", "input", "memoryview", "exit", "quit", "help", "copyright", "credits",
-        "license",
-    }
-)
-#: Attribute names refused on any object: reflection by another name (``builtins.getattr``...).
-FORBIDDEN_ATTRIBUTES = frozenset(
-    {"getattr", "hasattr", "setattr", "delattr", "vars", "globals", "locals", "eval", "exec", "breakpoint"}
-)
-#: Module attributes refused although public: reflection by name, code evaluation, shared mutable state.
-FORBIDDEN_MODULE_ATTRIBUTES = {
-    "operator": {"attrgetter", "methodcaller"},
-    "string": {"Formatter"},
-    "typing": {"get_type_hints", "ForwardRef", "EXCLUDED_ATTRIBUTES"},
-    "functools": {"update_wrapper"},
-    "copy": {"dispatch_table"},
-    "calendar": {"mdays"},
-    "hashlib": {"algorithms_available", "algorithms_guaranteed"},
-}
-#: Attributes of frames, generators, coroutines, tracebacks and code objects: the way to another scope.
-INTROSPECTION_ATTRIBUTES = frozenset(
-    {
-        "gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended", "cr_frame", "cr_code", "cr_await",
-        "cr_origin", "cr_running", "ag_frame", "ag_code", "ag_await", "ag_running", "f_back", "f_builtins",
-        "f_globals", "f_locals", "f_code", "f_trace", "f_lasti", "f_lineno", "tb_frame", "tb_next", "tb_lasti",
-        "tb_lineno", "func_globals", "func_code", "im_func", "im_self", "mro",
-    }
-)
+
+RULE = ("env code may use only its own names, allow-listed builtins and allow-listed (module, attribute) pairs "
+        "written as module.attribute; no name or attribute may start with '_' or be an interpreter frame, code or "
+        "generator attribute; a module may appear only in front of an allowed attribute and a class factory only "
+        "as a base class, in isinstance, or called with one argument; no string is ever turned into a name or code")
+#: Pure stdlib modules an env may import, by full dotted name (the prompts list them).
+ALLOWED_MODULES = frozenset(STDLIB)
 #: Clock reads: scenario times come from ``self.rng(seed)``.
 CLOCK_ATTRIBUTES = frozenset({"now", "today", "utcnow", "fromtimestamp", "utcfromtimestamp"})
 #: Methods that mutate a container in place: refused when called on state that belongs to a module.
@@ -81,6 +57,7 @@ MUTATING_METHODS = frozenset(
 )
 ALLOWED_DUNDER_DEFINITIONS = frozenset({"__init__", "__post_init__"})
 _DUNDERISH = re.compile(r"__\w|\w__")
+_FACTORY_USE = "as a base class, in isinstance/issubclass, or called with one argument"
 
 FIRST_FILTER_NOTE = "a first filter; the sandbox is the security boundary"
 
@@ -92,7 +69,7 @@ class StaticFinding:
 
 
 def check_source(source: str) -> list[StaticFinding]:
-    """Every rule the source breaks, with line numbers; an empty list means it passes.
+    """Every place the source breaks the rule, with line numbers; an empty list means it passes.
 
     A syntax error is the one finding (message starting with ``syntax error``): nothing else can be judged.
     """
@@ -104,6 +81,7 @@ def check_source(source: str) -> list[StaticFinding]:
         return [StaticFinding(0, f"syntax error: the source cannot be parsed ({type(exc).__name__})")]
     linter = _Lint()
     try:
+        linter.prepare(tree)
         linter.visit(tree)
     except RecursionError:
         linter.refuse(0, "the source is nested too deeply to check")
@@ -127,61 +105,105 @@ def summary(findings: list[StaticFinding]) -> tuple[str, str]:
     return f"{len(findings)} forbidden construct{'s' if len(findings) != 1 else ''}", message
 
 
-# --- module knowledge (host-side imports of trusted stdlib/SDK/kit modules, cached) -------------------
-
-
-def _module_allowed(name: str) -> bool:
-    if name in ALLOWED_MODULES or name in SDK_ALIASES:
-        return True
-    return name.startswith(KITS_PACKAGE + ".") and _kit_exists(name)
-
-
-def _canonical(name: str) -> str:
-    return SDK_ALIASES.get(name, name)
-
-
-@lru_cache(maxsize=None)
-def _kit_exists(name: str) -> bool:
-    rest = name[len(KITS_PACKAGE) + 1:]
-    if not rest or any(not part.isidentifier() or part.startswith("_") for part in rest.split(".")):
-        return False
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-@lru_cache(maxsize=None)
-def _module(name: str) -> types.ModuleType | None:
-    """The module object, imported on the host (only allow-listed stdlib, SDK and kit modules get here)."""
-    try:
-        return importlib.import_module(_canonical(name))
-    except Exception:  # noqa: BLE001 - an unimportable kit: its attributes are unknown
-        return None
-
-
-def _attribute(module: str, attr: str) -> object:
-    mod = _module(module)
-    return getattr(mod, attr, None) if mod is not None and not attr.startswith("_") else None
-
-
-def _module_name_of(value: object) -> str | None:
-    return value.__name__ if isinstance(value, types.ModuleType) else None
-
-
 # --- the lint -----------------------------------------------------------------------------------------
 
 
 class _Lint(ast.NodeVisitor):
     def __init__(self) -> None:
         self.findings: list[StaticFinding] = []
-        self.modules: dict[str, str] = {}  # local name -> module it is bound to
+        self.modules: dict[str, str] = {}  # local name -> module it is bound to (by an import, and only so)
+        self.factories: set[str] = set()  # local names of class factories (imported, or the file's own classes)
         self.aliases: set[str] = set()  # names assigned from something taken out of a module
         self.clock_roots: set[str] = set()  # names that hold datetime's classes (datetime, date...)
-        self.in_attribute: set[int] = set()  # ids of Name nodes that are the base of an attribute
+        self.parent: dict[int, ast.AST] = {}
 
     def refuse(self, line: int, message: str) -> None:
         self.findings.append(StaticFinding(line, message))
+
+    # -- a first pass: which names are modules and which are class factories ------------------------------
+    def prepare(self, tree: ast.AST) -> None:
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parent[id(child)] = node
+        classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if module_allowed(alias.name) and (alias.asname or "." not in alias.name):
+                        self.modules[alias.asname or alias.name] = canonical(alias.name)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                for alias in node.names:
+                    self._prepare_from(node.module, alias)
+        changed = True
+        while changed:  # the file's classes that derive from a factory (a metaclass, an enum) are factories too
+            changed = False
+            for node in classes:
+                if node.name not in self.factories and any(self._factory_expr(b) for b in node.bases):
+                    self.factories.add(node.name)
+                    changed = True
+
+    def _prepare_from(self, module: str, alias: ast.alias) -> None:
+        full = f"{module}.{alias.name}"
+        local = alias.asname or alias.name
+        if full in SDK_ALIASES or full == KITS_PACKAGE or (module == KITS_PACKAGE and module_allowed(full)):
+            self.modules[local] = canonical(full)
+        elif module_allowed(module) and pair_allowed(module, alias.name):
+            value = value_of(canonical(module), alias.name)
+            if isinstance(value, types.ModuleType):
+                self.modules[local] = value.__name__
+            elif is_factory(value):
+                self.factories.add(local)
+            elif module == "datetime":
+                self.clock_roots.add(local)
+
+    def _resolve(self, node: ast.AST) -> str | None:
+        """The module an expression names (``json``, ``sdk``, ``kits.tau2_airline``...), or None."""
+        if isinstance(node, ast.Name):
+            return self.modules.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self._resolve(node.value)
+            if base is not None and pair_allowed(base, node.attr):
+                value = value_of(base, node.attr)
+                return value.__name__ if isinstance(value, types.ModuleType) else None
+        return None
+
+    def _factory_expr(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in self.factories
+        if isinstance(node, ast.Attribute):
+            base = self._resolve(node.value)
+            return base is not None and pair_allowed(base, node.attr) and is_factory(value_of(base, node.attr))
+        return False
+
+    # -- positions -----------------------------------------------------------------------------------------
+    def _up(self, node: ast.AST) -> ast.AST | None:
+        return self.parent.get(id(node))
+
+    def _module_position(self, node: ast.expr, what: str) -> None:
+        up = self._up(node)
+        if isinstance(up, ast.Attribute) and up.value is node:
+            return
+        self.refuse(node.lineno, f"module {what!r} may only be used as '{what}.<attribute>' (a module is never "
+                                 "assigned, passed, stored or returned)")
+
+    def _factory_position(self, node: ast.expr, what: str) -> None:
+        up = self._up(node)
+        if isinstance(up, ast.ClassDef) and node in up.bases:
+            return
+        if isinstance(up, ast.keyword) and up.arg == "metaclass" and isinstance(self._up(up), ast.ClassDef):
+            return
+        if isinstance(up, (ast.Attribute, ast.Subscript)) and up.value is node:
+            return
+        if isinstance(up, (ast.For, ast.AsyncFor, ast.comprehension)) and up.iter is node:
+            return
+        if isinstance(up, ast.Call) and up.func is node and len(up.args) == 1 and not up.keywords \
+                and not isinstance(up.args[0], ast.Starred):
+            return
+        call = self._up(up) if isinstance(up, ast.Tuple) else up
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in ("isinstance", "issubclass") \
+                and len(call.args) == 2 and (call.args[1] is node or call.args[1] is up):
+            return
+        self.refuse(node.lineno, f"{what!r} builds a class from a name and a dict when called so: use it only {_FACTORY_USE}")
 
     # -- names -----------------------------------------------------------------------------------------
     def _name(self, name: str | None, line: int, what: str = "name") -> None:
@@ -189,23 +211,30 @@ class _Lint(ast.NodeVisitor):
             return
         if name.startswith("_"):
             self.refuse(line, f"{what} {name!r} starts with '_' (private and dunder names are not allowed)")
-        elif name in FORBIDDEN_NAMES:
-            self.refuse(line, f"{what} {name!r} is not allowed (no reflection, code evaluation, files or ids)")
+        elif name in FORBIDDEN_BUILTINS:
+            self.refuse(line, f"{what} {name!r} is not an allowed builtin (no reflection, code evaluation, files, "
+                              "ids or classes built with type())")
+        elif name in self.modules:
+            self.refuse(line, f"{what} {name!r} rebinds the module {self.modules[name]!r}, which is not allowed")
 
     def visit_Name(self, node: ast.Name) -> None:
-        self._name(node.id, node.lineno)
         if node.id in self.modules:
-            if not isinstance(node.ctx, ast.Load):
+            if isinstance(node.ctx, ast.Load):
+                self._module_position(node, node.id)
+            else:
                 self.refuse(node.lineno, f"rebinding the module name {node.id!r} is not allowed")
-            elif id(node) not in self.in_attribute:
-                self.refuse(node.lineno, f"module {self.modules[node.id]!r} may only be used as '{node.id}.<attribute>'")
+            return
+        self._name(node.id, node.lineno)
+        if node.id in self.factories and isinstance(node.ctx, ast.Load):
+            self._factory_position(node, node.id)
 
     def visit_arg(self, node: ast.arg) -> None:
         self._name(node.arg, node.lineno, "argument")
         self.generic_visit(node)
 
     def visit_keyword(self, node: ast.keyword) -> None:
-        self._name(node.arg, getattr(node, "lineno", 0), "keyword argument")
+        if node.arg is not None and node.arg.startswith("_"):
+            self.refuse(getattr(node, "lineno", 0), f"keyword argument {node.arg!r} starts with '_'")
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -229,7 +258,10 @@ class _Lint(ast.NodeVisitor):
 
     visit_Nonlocal = visit_Global  # type: ignore[assignment]
 
-    # -- match patterns: class keyword patterns are attribute names -------------------------------------
+    def visit_alias(self, node: ast.alias) -> None:
+        pass  # checked with their import
+
+    # -- match patterns: class keyword patterns are attribute names, captures are names ------------------------
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
         for attr in node.kwd_attrs:
             self._attribute_name(attr, node.lineno, "match pattern attribute")
@@ -249,89 +281,65 @@ class _Lint(ast.NodeVisitor):
     # -- imports ---------------------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            name = alias.name
-            root = name.split(".")[0]
+            name, root = alias.name, alias.name.split(".")[0]
             if root == "time":
                 self.refuse(node.lineno, "import of 'time' is not allowed (no clock reads: scenario times come from self.rng(seed))")
-            elif not _module_allowed(name):
+            elif not module_allowed(name):
                 self.refuse(node.lineno, f"import of {name!r} is not allowed (allowed: the SDK, kits and pure stdlib modules by full name)")
             elif alias.asname:
-                self._name(alias.asname, node.lineno, "import alias")
-                self.modules[alias.asname] = _canonical(name)
-            elif "." in name and not _module_allowed(root):
+                if alias.asname.startswith("_") or alias.asname in FORBIDDEN_BUILTINS:
+                    self.refuse(node.lineno, f"import alias {alias.asname!r} is not allowed (private name or a builtin's)")
+            elif "." in name and not module_allowed(root):
                 parent, _, leaf = name.rpartition(".")
                 self.refuse(node.lineno, f"'import {name}' binds {root!r}, which is not an allowed module: write 'from {parent} import {leaf}'")
-            else:
-                self.modules[root] = root
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
         if node.level:
             self.refuse(node.lineno, "relative imports are not allowed")
-        elif module in ("trace_env", "env_registry"):
-            for alias in node.names:
-                full = f"{module}.{alias.name}"
-                if full in SDK_ALIASES or full == KITS_PACKAGE:
-                    self._bind(alias, _canonical(full), node.lineno)
-                else:
-                    only = "'sdk' and kits" if module == "trace_env" else "'sdk'"
-                    self.refuse(node.lineno, f"from {module} only {only} may be imported, not {alias.name!r}")
-        elif module.split(".")[0] == "time":
+            return
+        if module.split(".")[0] == "time":
             self.refuse(node.lineno, "import from 'time' is not allowed (no clock reads: scenario times come from self.rng(seed))")
-        elif module == KITS_PACKAGE:
-            for alias in node.names:
-                if _module_allowed(f"{KITS_PACKAGE}.{alias.name}"):
-                    self._bind(alias, f"{KITS_PACKAGE}.{alias.name}", node.lineno)
-                else:
-                    self.refuse(node.lineno, f"unknown kit {alias.name!r}: there is no module {KITS_PACKAGE}.{alias.name}")
-        elif not _module_allowed(module):
-            self.refuse(node.lineno, f"import from {module!r} is not allowed (allowed: the SDK, kits and pure stdlib modules by full name)")
-        elif module != "__future__":
-            self._import_names(node, _canonical(module))
-
-    def _import_names(self, node: ast.ImportFrom, module: str) -> None:
+            return
         for alias in node.names:
+            full = f"{module}.{alias.name}"
             if alias.name == "*":
                 self.refuse(node.lineno, f"'from {module} import *' is not allowed: import the names you use")
                 continue
-            self._name(alias.name, node.lineno, "imported name")
-            if alias.asname:
-                self._name(alias.asname, node.lineno, "import alias")
-            sub = self._module_attribute(module, alias.name, node.lineno)
-            if sub is not None:
-                self._bind(alias, sub, node.lineno)
+            if alias.name.startswith("_") or (alias.asname or "").startswith("_"):
+                self.refuse(node.lineno, f"imported name {alias.asname or alias.name!r} starts with '_' (private names are not allowed)")
+                continue
+            if module in ("trace_env", "env_registry"):
+                if full not in SDK_ALIASES and full != KITS_PACKAGE:
+                    only = "'sdk' and kits" if module == "trace_env" else "'sdk'"
+                    self.refuse(node.lineno, f"from {module} only {only} may be imported, not {alias.name!r}")
+            elif module == KITS_PACKAGE and not module_allowed(full):
+                self.refuse(node.lineno, f"unknown kit {alias.name!r}: there is no module {KITS_PACKAGE}.{alias.name}")
+            elif module != KITS_PACKAGE and not module_allowed(module):
+                self.refuse(node.lineno, f"import from {module!r} is not allowed (allowed: the SDK, kits and pure stdlib modules by full name)")
+                return
+            elif module != KITS_PACKAGE and not pair_allowed(module, alias.name):
+                self._not_allowed(node.lineno, canonical(module), alias.name)
             elif alias.name in CLOCK_ATTRIBUTES:
                 self.refuse(node.lineno, f"importing {alias.name!r} is a clock read: scenario times come from self.rng(seed)")
-            elif module == "datetime":
-                self.clock_roots.add(alias.asname or alias.name)
+            if alias.asname in FORBIDDEN_BUILTINS:
+                self._name(alias.asname, node.lineno, "import alias")
 
-    def _bind(self, alias: ast.alias, module: str, line: int) -> None:
-        if not _module_allowed(module):
-            self.refuse(line, f"{alias.name!r} is the module {module!r}, which is not allowed")
-            return
-        local = alias.asname or alias.name
-        self._name(local, line, "import alias")
-        self.modules[local] = module
+    def _not_allowed(self, line: int, module: str, attr: str) -> None:
+        value = value_of(module, attr)
+        why = (f"the module {value.__name__!r}, which is not allowed" if isinstance(value, types.ModuleType)
+               else "not on the allowlist" if value is not MISSING else "not a public name of that module")
+        hint = " (use self.rng(seed): the process-wide generator is shared)" if module == "random" else ""
+        self.refuse(line, f"{module}.{attr} is {why}{hint}")
 
     # -- attributes ------------------------------------------------------------------------------------
     def _attribute_name(self, attr: str, line: int, what: str = "attribute") -> None:
         if attr.startswith("_"):
             self.refuse(line, f"{what} {attr!r} starts with '_' (private and dunder attributes are not allowed)")
-        elif attr in INTROSPECTION_ATTRIBUTES:
-            self.refuse(line, f"{what} {attr!r} is introspection (frames, code, class hierarchy) and not allowed")
-        elif attr in FORBIDDEN_ATTRIBUTES:
+        elif attr in INTERNAL_ATTRIBUTES:
+            self.refuse(line, f"{what} {attr!r} belongs to the interpreter's frames, code or generators and is not allowed")
+        elif attr in REFLECTION_ATTRIBUTES:
             self.refuse(line, f"{what} {attr!r} is not allowed (no reflection or code evaluation)")
-
-    def _module_attribute(self, module: str, attr: str, line: int) -> str | None:
-        """Check ``module.attr``; returns the module it names when it is one (and an allowed one)."""
-        if attr in FORBIDDEN_MODULE_ATTRIBUTES.get(module, ()):
-            self.refuse(line, f"{module}.{attr} is not allowed (reflection by name, code evaluation or shared state)")
-            return None
-        sub = _module_name_of(_attribute(module, attr))
-        if sub is not None and not _module_allowed(sub):
-            self.refuse(line, f"{module}.{attr} is the module {sub!r}, which is not allowed")
-            return None
-        return sub
 
     def _root(self, node: ast.AST) -> ast.Name | None:
         while isinstance(node, (ast.Attribute, ast.Subscript)):
@@ -350,6 +358,14 @@ class _Lint(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         line, attr = node.lineno, node.attr
+        module = self._resolve(node.value)
+        if module is not None and not attr.startswith("_"):
+            if not pair_allowed(module, attr):
+                self._not_allowed(line, module, attr)
+            elif self._resolve(node) is not None:
+                self._module_position(node, f"{module}.{attr}")
+            elif is_factory(value_of(module, attr)) and isinstance(node.ctx, ast.Load):
+                self._factory_position(node, f"{module}.{attr}")
         if not (attr in ALLOWED_DUNDER_DEFINITIONS and _is_super_call(node.value)):
             self._attribute_name(attr, line)
         if attr in CLOCK_ATTRIBUTES and self._clock_root(node.value):
@@ -358,21 +374,9 @@ class _Lint(ast.NodeVisitor):
             self._format_template(node.value, line)
         if not isinstance(node.ctx, ast.Load) and self._from_module(node.value):
             self.refuse(line, f"assigning to .{attr} of a module (or of something taken from one) is not allowed")
-        module = self._resolve(node.value)
-        if module is not None:
-            self._module_attribute(module, attr, line)
-        if isinstance(node.value, ast.Name):
-            self.in_attribute.add(id(node.value))
+        if isinstance(node.value, ast.Name) and node.value.id in self.modules:
+            return  # the module name itself is in its one allowed position
         self.generic_visit(node)
-
-    def _resolve(self, node: ast.AST) -> str | None:
-        """The module an expression names (``json``, ``sdk``, ``calendar.datetime``...), or None."""
-        if isinstance(node, ast.Name):
-            return self.modules.get(node.id)
-        if isinstance(node, ast.Attribute):
-            base = self._resolve(node.value)
-            return _module_name_of(_attribute(base, node.attr)) if base is not None else None
-        return None
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if not isinstance(node.ctx, ast.Load) and self._from_module(node):
@@ -414,8 +418,8 @@ class _Lint(ast.NodeVisitor):
             self.refuse(node.lineno, f"string {_short(text)} looks like a dunder name ('__'), which is not allowed")
 
     def _format_template(self, template: ast.Constant, line: int) -> None:
-        """A literal template's fields may not read private or introspection attributes. (A computed
-        template can only render text, never hand back an object, so it is left to the sandbox.)"""
+        """A literal template's fields may not read private or internal attributes. (A computed template can
+        only render text, never hand back an object, so it is left to the sandbox.)"""
         if not isinstance(template.value, str):
             return
         try:
@@ -425,7 +429,7 @@ class _Lint(ast.NodeVisitor):
             return
         for field in fields:
             for part in re.split(r"[.\[\]]", field)[1:]:
-                if part and (part.startswith("_") or part in INTROSPECTION_ATTRIBUTES):
+                if part and (part.startswith("_") or part in INTERNAL_ATTRIBUTES):
                     self.refuse(line, f"format field {field!r} reads {part!r}, which is not allowed")
 
 

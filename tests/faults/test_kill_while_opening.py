@@ -9,8 +9,11 @@ the window (tests/faults/test_sigkill.py does that end to end, and CI's faster m
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,9 +42,17 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:  # type: ignore[override]
+    """A TMPDIR the sandbox's uid can traverse (pytest's own sits under a 0700 dir: sandboxes would go elsewhere)."""
+    path = Path(tempfile.mkdtemp(prefix="trace-kill-open-", dir="/tmp"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.parametrize("point", ["tmpfs mounted", "cgroup made"])
 def test_reap_removes_what_a_sandbox_killed_while_opening_made(tmp_path: Path, point: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    os.chmod(tmp_path, 0o755)
     env = {**os.environ, "TMPDIR": str(tmp_path), "TRACE_SANDBOX_RUNTIME_DIR": str(tmp_path / "runtime"), "PYTHONPATH": str(REPO)}
     child = subprocess.run([sys.executable, "-c", OPEN_AND_DIE, point], env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert child.returncode == -9, child.stderr

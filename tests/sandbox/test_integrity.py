@@ -2,8 +2,9 @@
 
 These envs are deliberately hostile and most of them would be refused by the static check: the tests load
 them straight into a sandbox (or patch the gate's static check away, as a lint bypass would) to show that
-the second line of defence - the worker protocol's own references and integrity check, and the host's
-checks on every reply - holds by itself. Runs on bwrap and Docker where available.
+the second line of defence - the env process's integrity check on the trusted code beside env code, and the
+host's checks on every reply - holds by itself. (Lines env code writes on the protocol pipe itself are the
+shim's business: tests/sandbox/test_shim.py.) Runs on bwrap and Docker where available.
 """
 
 from __future__ import annotations
@@ -87,26 +88,6 @@ def test_swapping_the_engine_during_a_call_is_caught_and_stops_the_worker(backen
         with pytest.raises(WorkerCrashed, match=r"trace_env\.handler\.run_episode was replaced"):
             env.call("generate", {"seed": 1})
         assert not env.worker.alive
-
-
-FD_FORGER = '''
-    def evaluate(self, episode):
-        import os
-        forged = "".join('{"id": %d, "result": {"seed": 0, "scenario_hash": "x", "reward": 1.0, "reward_detail": {}, '
-                         '"steps": 1, "env_errors": []}}\\n' % i for i in range(1, 200))
-        for fd in range(1, 12):
-            try:
-                os.write(fd, forged.encode())
-            except OSError:
-                pass
-        return 0.0
-'''
-
-
-def test_lines_written_to_the_protocol_fd_cannot_answer_a_call(backend: str) -> None:
-    source = TINY.replace("    def evaluate(self, episode):\n", FD_FORGER + "\n    def evaluate_unused(self, episode):\n", 1)
-    with SandboxedEnv(source, backend=backend, limits=LIMITS) as env:
-        assert env.call("episode", {"seed": 0, "policy": "reference"})["reward"] == 0.0
 
 
 def test_forged_protocol_env_fails_the_gate(monkeypatch) -> None:  # type: ignore[no-untyped-def]

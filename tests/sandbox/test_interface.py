@@ -71,7 +71,8 @@ def test_exit_codes_stderr_and_stdin(sb) -> None:  # type: ignore[no-untyped-def
 def test_environment_is_cleared_and_cwd_is_workdir(sb) -> None:  # type: ignore[no-untyped-def]
     r = sb.exec([PY, "-c", "import os, json; print(json.dumps({'env': dict(os.environ), 'cwd': os.getcwd()}))"])
     data = json.loads(r.stdout)
-    allowed = {"PATH", "HOME", "PYTHONPATH", "LANG", "PYTHONDONTWRITEBYTECODE", "PWD", "HOSTNAME"}
+    allowed = {"PATH", "HOME", "PYTHONPATH", "LANG", "PYTHONDONTWRITEBYTECODE", "PWD", "HOSTNAME",
+               "LD_LIBRARY_PATH"}  # bwrap as root: the interpreter is moved to /sandbox/python, its RUNPATH is not
     assert set(data["env"]) <= allowed, data["env"]
     assert data["env"]["HOME"] == sb.workdir
     assert data["cwd"] == sb.workdir
@@ -272,7 +273,8 @@ def test_limits_model_validates() -> None:
     assert SandboxLimits().model_dump() == {
         "cpu_seconds": 30, "memory_mb": 1024, "file_size_mb": 64, "max_processes": 64,
         "wall_timeout_s": 60, "output_cap_bytes": 1_000_000, "cpu_quota": 1.0, "workdir_mb": 256,
-        "workdir_inodes": 10_000, "shm_mb": 16, "reply_max_bytes": 32 * 1024 * 1024,
+        "workdir_inodes": 10_000, "shm_mb": 16, "tmpfs_inodes": 10_000, "open_files": 256,
+        "reply_max_bytes": 32 * 1024 * 1024,
         "unsolicited_output_bytes": 1024 * 1024,
     }
 
