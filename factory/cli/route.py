@@ -73,7 +73,7 @@ def route(
         fail("nothing to route: pass trajectory files, --text TEXT, or --eval labels.jsonl")
     if evaluate is not None and (tasks or text):
         fail("--eval routes the analysed failures; drop the task files and --text, or drop --eval")
-    _preflight(out if evaluate is not None else None, save_menu, decisions_file, model)
+    _preflight(out if evaluate is not None else None, save_menu, decisions_file)
     try:
         _run(locals())
     except typer.Exit:
@@ -84,6 +84,10 @@ def route(
         fail(" ".join(str(exc).split()), 2 if exit_code(exc) == 2 or _is_setup_error(exc) else 1)
     except KeyboardInterrupt as exc:
         interrupted("; run the command again (routing keeps no partial results)", exc)
+    except OSError as exc:  # a full disk or a folder gone since the preflight: the run failed; earlier outputs stay whole
+        from env_registry.files import explain
+
+        fail(f"the results were not written: {explain(exc)}", 1)
     except Exception as exc:  # noqa: BLE001 - the CLI promises one line, never a traceback
         fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", 1)
 
@@ -95,10 +99,9 @@ def _is_setup_error(exc: BaseException) -> bool:
     return isinstance(exc, RouterError)
 
 
-def _preflight(out: Path | None, save_menu: Path | None, decisions: Path | None, model: str | None) -> None:
-    """Everything this run writes, and the base model's name, checked before the model loads or a sandbox starts."""
+def _preflight(out: Path | None, save_menu: Path | None, decisions: Path | None) -> None:
+    """Everything this run writes, checked before the model loads or a sandbox starts."""
     from factory.cli.paths import PathProblem, preflight_file, preflight_folder
-    from factory.preflight import model_problem
 
     try:
         if out is not None:
@@ -108,8 +111,6 @@ def _preflight(out: Path | None, save_menu: Path | None, decisions: Path | None,
                 preflight_file(path, flag, f"pass {flag} with a path in a writable folder")
     except PathProblem as exc:
         fail(str(exc))
-    if model is not None and (problem := model_problem(model)):
-        fail(problem)
 
 
 def _progress(enabled: bool) -> Any:
@@ -130,6 +131,13 @@ def _run(args: dict[str, Any]) -> None:
         fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
     work = _load_tasks(args) if args["evaluate"] is None else None
     labeled = _load_labeled(args) if args["evaluate"] is not None else None  # bad input fails before the model loads
+    if args["menu"] is not None and not Path(args["menu"]).is_file():
+        fail(f"menu {args['menu']}: no such file; write one with `factory route --save-menu {args['menu']}`")
+    if args["model"] is not None:
+        from factory.preflight import model_problem
+
+        if problem := model_problem(args["model"]):
+            fail(problem)
     with _progress(show) as bar:
         demos = bar.add_task("demos (sandbox)", total=None)
         session = open_session(spec, progress=lambda name, done, total: bar.update(demos, completed=done, total=total), load_adapters=False)

@@ -106,7 +106,7 @@ def _summary(settings: Any) -> None:
     except FactoryError:
         return
     console.print(summary_table(f"factory run: {settings.run_dir}", ["stage", "status", "time", "result"], rows,
-                                width=min(console.width, 100), key="stage"))  # fmt: skip
+                                width=console.width, key="stage"))  # fmt: skip
 
 
 def _plan(settings: Any, forced: list[str], as_json: bool) -> None:

@@ -248,8 +248,7 @@ def _sandbox() -> Walk:
                                                           DOCKER_HOST=f"unix://{s.tmp}/none.sock"), FAILED),  # no daemon answers  # fmt: skip
         ("sandbox build-image", "bad input"): lambda s: (run(s, "sandbox", "build-image", "--rootfs", str(s.file("plain-file", "") / "x.tar")),
                                                          BAD_INPUT),  # a path under a file  # fmt: skip
-        ("sandbox build-image", "stopped"): lambda s: (stop(s, ["sandbox", "build-image", "--rootfs", str(s.tmp / "stop.tar")],
-                                                            lambda line, seen: "root filesystem" in line), TERMINATED),  # fmt: skip
+        ("sandbox build-image", "stopped"): _rootfs_stopped,
         ("sandbox reap", "ok"): lambda s: (run(s, "sandbox", "reap"), OK),
         ("sandbox reap", "failed"): "removes what dead processes left, one item at a time: an item it cannot remove is reported and the rest go on",
         ("sandbox reap", "bad input"): lambda s: (run(s, "sandbox", "reap", "--bogus"), BAD_INPUT),
@@ -261,6 +260,14 @@ def _sandbox() -> Walk:
         ("sandbox exec", "stopped"): lambda s: (stop(s, ["sandbox", "exec", "--sandbox", "bwrap", "--", "sleep", "60"],
                                                      lambda line, seen: line.startswith("sandbox: bwrap")), TERMINATED),  # fmt: skip
     }
+
+
+def _rootfs_stopped(s: Scene) -> tuple[Ran, int]:
+    folder = s.tmp / "rootfs"
+    folder.mkdir()
+    ran = stop(s, ["sandbox", "build-image", "--rootfs", str(folder / "stop.tar")], lambda line, seen: "root filesystem" in line)
+    assert list(folder.iterdir()) == []  # no half-written tar left behind
+    return ran, TERMINATED
 
 
 def _image_present(s: Scene) -> tuple[Ran, int]:
