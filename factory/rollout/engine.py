@@ -170,6 +170,7 @@ class Rollout:
                 self.stop.set()
                 for future in futures:
                     future.cancel()
+                self._close_runners()  # an episode blocked on its server (a handshake that never comes) ends now, not at its timeout
             except BaseException:
                 self.stop.set()
                 for future in futures:

@@ -83,9 +83,23 @@ def injected_trajectories(scene: Scene) -> Path:
     return trajectories(folder, 12)
 
 
-def marker_server(scene: Scene, name: str) -> str:
-    """An MCP "server" that marks that it started, then never answers: the run is provably in its long phase."""
-    return f"sh -c 'touch {scene.tmp / name}; exec sleep 60'"
+def _rollout_stopped(s: Scene) -> tuple[Ran, int]:
+    """The real τ² server behind a proxy that never answers the first tool call: SIGTERM while the call hangs."""
+    import time
+
+    from tests.targets.helpers import server_command
+
+    pid = s.tmp / "hang.pid"
+    seen: list[float] = []
+
+    def hanging(line: str, lines: list[str]) -> bool:
+        if pid.exists() and not seen:
+            seen.append(time.monotonic())
+        return bool(seen) and time.monotonic() - seen[0] > 3.0  # the handshake is done, the first call is out
+
+    args = ["rollout", "--target", "tau2-airline", "--backend", "mcp", "--server", server_command("airline", "hang", 1, pid),
+            "--task-ids", "1", "--policy", "scripted:gold", "--out", str(s.tmp / "r-stop")]  # fmt: skip
+    return stop(s, args, hanging), TERMINATED
 
 
 Probe = Callable[[Scene], tuple[Ran, int]]
@@ -99,8 +113,7 @@ def _rollout() -> Walk:
                                           "--policy", "scripted:gold", "--out", str(s.tmp / "r-ok")), OK),  # fmt: skip
         ("rollout", "failed"): lambda s: (run(s, *base, "--server", "/bin/false", "--out", str(s.tmp / "r-failed")), FAILED),
         ("rollout", "bad input"): lambda s: (run(s, *base, "--policy", "bogus", "--out", str(s.tmp / "r-bad")), BAD_INPUT),
-        ("rollout", "stopped"): lambda s: (stop(s, [*base, "--server", marker_server(s, "mcp-started"), "--out", str(s.tmp / "r-stop")],
-                                                lambda line, seen: (s.tmp / "mcp-started").exists()), TERMINATED),  # fmt: skip
+        ("rollout", "stopped"): _rollout_stopped,
     }
 
 
