@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from schemas.manifest import EnvManifest
-
-CAPABILITY = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
-"""What a capability name may be (the same pattern as ``EnvManifest.capability``)."""
+from schemas.names import is_capability_name
 
 
 class RegistryError(RuntimeError):
@@ -31,7 +28,7 @@ def broken(root: Path, capability: str, version: int | None, detail: str) -> Bro
     """The error for a damaged entry: what is wrong, then the command (or chmod) that fixes it."""
     what = f"env trace/{capability}-v{version}" if version is not None else f"registry entry {capability!r}"
     fix = f"remove it with `factory envs remove {capability}" + (f" --version {version}`" if version is not None else "`")
-    if CAPABILITY.match(capability):
+    if is_capability_name(capability):
         fix += f" and rebuild it with `factory build --capability {capability}`"
     if "permission denied" in detail or "not permitted" in detail:
         fix = f"fix its permissions (chmod -R u+rwX {root / capability}) or {fix}"

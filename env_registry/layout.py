@@ -56,6 +56,18 @@ def root_items(root: Path) -> list[tuple[str, Path, str | None]]:
     return found
 
 
+def holds_entry(version_path: Path) -> bool:
+    """Whether a version folder holds anything, from its listing alone (no file is opened). The registry never
+    makes an empty ``v<N>`` (writes are staged and renamed), so an empty one (a stray ``mkdir``) is no env and
+    Gymnasium must not be told it is; a folder with files but no manifest stays listed, so ``gym.make`` can say
+    what is wrong with it."""
+    try:
+        with os.scandir(version_path) as scan:
+            return next(scan, None) is not None
+    except OSError:
+        return True  # unreadable: registered, so gym.make reports the problem with its fix
+
+
 def version_items(root: Path, capability: str) -> list[tuple[int, Path, str | None]]:
     """(version, path, problem) for every ``v<N>`` entry of a capability folder; OSError if it cannot be listed."""
     with os.scandir(root / capability) as scan:

@@ -31,11 +31,12 @@ from typing import Any, Literal
 from filelock import FileLock, Timeout
 
 from env_registry import files
-from env_registry.errors import CAPABILITY, BrokenEntryError, IntegrityError, RegistryError, broken
-from env_registry.layout import SCRATCH_PREFIXES, root_items, version_items
+from env_registry.errors import BrokenEntryError, IntegrityError, RegistryError, broken
+from env_registry.layout import SCRATCH_PREFIXES, holds_entry, root_items, version_items
 from env_registry.snapshot import StoredEnv, VersionReader, content_hash, source_sha256
 from env_registry.swap import exchange
 from schemas.manifest import EnvManifest, Provenance
+from schemas.names import CAPABILITY_RULE, capability_problem, is_capability_name
 
 __all__ = [
     "BrokenEntryError", "Entry", "IntegrityError", "Registry", "RegistryError", "StoredEnv", "content_hash", "default_root",
@@ -171,7 +172,7 @@ class Registry:
                     handle.write(text)
                     handle.flush()
                     os.fsync(handle.fileno())
-            _fsync_dir(staging)
+            fsync_dir(staging)
             if os.path.lexists(final):
                 # Same version refreshed: swap atomically where the kernel can (the old folder lands at `staging`
                 # and is deleted below); readers holding the old folder notice and read again (see _read_once).
@@ -182,7 +183,7 @@ class Registry:
                     shutil.rmtree(retired, ignore_errors=True)
             else:
                 os.rename(staging, final)
-            _fsync_dir(final.parent)
+            fsync_dir(final.parent)
         except BaseException:
             if new_capability:
                 _remove_empty(final.parent)  # a failed first write leaves no empty capability folder behind
@@ -272,9 +273,10 @@ class Registry:
         except RegistryError:
             return found
         for name, _, problem in items:
-            if problem is None and CAPABILITY.match(name):
-                try:
-                    found.extend((name, number) for number, _, _ in self._version_items(name))
+            if problem is None and is_capability_name(name):
+                try:  # an empty version folder (a writer that died, a stray mkdir) is no env: not registered
+                    found.extend((name, number) for number, path, vproblem in self._version_items(name)
+                                 if vproblem is None and holds_entry(path))
                 except OSError:
                     continue
         return found
@@ -284,8 +286,8 @@ class Registry:
         """Every entry, each verified on its own: ``ok``, ``tampered`` or ``broken`` (with the fix)."""
         found = []
         for name, path, problem in self._root_items():
-            if problem is None and not CAPABILITY.match(name):
-                problem = "is not a capability folder (names are lower-case letters, digits and _)"
+            if problem is None and not is_capability_name(name):
+                problem = f"is not a capability folder (names are {CAPABILITY_RULE})"
             if problem is not None:
                 found.append(Entry(name, None, path, "broken", problem=self._broken(name, None, f"{path} {problem}").args[0]))
                 continue
@@ -331,10 +333,9 @@ class Registry:
         return broken(self.root, capability, version, detail)
 
     def _check_name(self, capability: str) -> None:
-        if not CAPABILITY.match(capability):
-            raise RegistryError(
-                f"{capability!r} is not a capability name (lower-case letters, digits and _, starting with a letter, 2-64 characters)"
-            )
+        problem = capability_problem(capability)
+        if problem:
+            raise RegistryError(problem)
 
     def _missing_message(self, capability: str, version: int | None) -> str:
         try:
@@ -352,7 +353,7 @@ def _remove_empty(folder: Path) -> None:
         pass  # not empty (a concurrent writer put something there) or already gone
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     """Make renames in ``path`` durable; some file systems cannot fsync a folder, which is fine."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

@@ -11,19 +11,17 @@ or is the folder ``factory train`` writes its runs into (``runs/<capability>/ada
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from router.errors import AdapterError
-from router.schema import CAPABILITY_PATTERN
+from schemas.names import is_capability_name
 
-_NAME = re.compile(CAPABILITY_PATTERN)
 
 
 def _check(name: str, path: Path) -> tuple[str, Path]:
-    if not _NAME.match(name):
+    if not is_capability_name(name):
         raise AdapterError(f"adapter name {name!r} ({path}) is not a capability name (lowercase letters, digits, _)")
     if not (path / "adapter_config.json").is_file():
         raise AdapterError(f"{path}: not a PEFT adapter folder (no adapter_config.json); save adapters with save_pretrained")

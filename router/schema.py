@@ -13,12 +13,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from schemas.messages import Message
+from schemas.names import CAPABILITY_PATTERN  # the one rule (router.loading imports it from here)
 
 NO_ADAPTER = "(base)"
 """Key of the "no adapter" option in probabilities, weights and confusion matrices. Capability names
 match ``^[a-z][a-z0-9_]{1,63}$``, so this key can never collide with one."""
-
-CAPABILITY_PATTERN = r"^[a-z][a-z0-9_]{1,63}$"
 
 DEFAULT_INSTRUCTION = (
     "You route a customer-service task to the one specialised skill that best fits it. Each skill below has "

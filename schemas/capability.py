@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 
 from pydantic import BaseModel, Field
 
+from schemas.names import CAPABILITY_PATTERN
+
 
 class CapabilityLabel(str, enum.Enum):
     NA = "NA"
@@ -17,7 +19,7 @@ class CapabilityLabel(str, enum.Enum):
 class Capability(BaseModel):
     """A named skill the agent may lack, e.g. ``precondition_verification``."""
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]{1,63}$")
+    name: str = Field(pattern=CAPABILITY_PATTERN)
     description: str
     example_failure_ids: list[str] = Field(default_factory=list)
 

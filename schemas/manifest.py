@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from schemas.names import CAPABILITY_PATTERN
 from schemas.tools import ToolSchema
 
 
@@ -22,7 +23,7 @@ class Provenance(BaseModel):
 class EnvManifest(BaseModel):
     """Describes one stored version of an env. ``content_hash`` seals the source and this manifest."""
 
-    capability: str = Field(pattern=r"^[a-z][a-z0-9_]{1,63}$")
+    capability: str = Field(pattern=CAPABILITY_PATTERN)
     target: str
     version: int = Field(ge=0)
     description: str = ""

@@ -22,9 +22,17 @@ from typing import Any
 
 import torch
 
+from factory.errors import InputError
 from trainer.errors import TrainError
 
 _NAME = re.compile(r"^iter-(\d{6})$")
+METRICS_FILE = "metrics.jsonl"
+RUN_FILE = "run.json"
+
+
+class ResumeError(TrainError, InputError):
+    """The run folder and ``--resume`` disagree (nothing to resume, another env's run, a run already there):
+    bad input, never a silent restart."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -50,9 +58,11 @@ def latest(root: Path) -> Path | None:
 
 
 def save(
-    root: Path, iteration: int, policy: Any, optimizer: Any, accelerator: Any, extra: dict[str, Any], keep: int
+    root: Path, iteration: int, policy: Any, optimizer: Any, accelerator: Any, extra: dict[str, Any], keep: int,
+    rng: dict[str, Any] | None = None,
 ) -> Path:
-    """Every rank writes its RNG state; the main process writes the rest and renames into place."""
+    """Every rank writes its RNG state (``rng``: one taken earlier, when the run was stopped after it moved on);
+    the main process writes the rest and renames into place."""
     folder = root / "checkpoints"
     final = folder / f"iter-{iteration:06d}"
     staging = folder / f".staging-iter-{iteration:06d}"
@@ -61,7 +71,7 @@ def save(
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
     accelerator.wait_for_everyone()
-    torch.save(rng_state(), staging / f"rng-rank{accelerator.process_index}.pt")
+    torch.save(rng if rng is not None else rng_state(), staging / f"rng-rank{accelerator.process_index}.pt")
     if accelerator.is_main_process:
         policy.save_pretrained(str(staging / "adapter"))
         torch.save(optimizer.state_dict(), staging / "optimizer.pt")
@@ -76,11 +86,59 @@ def save(
     return final
 
 
+def resume_point(root: Path, env_id: str, config: Any, resume: bool | str) -> Path | None:
+    """The checkpoint a run starts from, after checking that the folder and the flag agree.
+
+    ``resume`` True (``--resume``): there must be a checkpoint of this env with the same model and adapter
+    shape, else :class:`ResumeError` says why (exit 2); never a silent restart. False: the folder must hold
+    no run. ``"auto"`` (the pipeline, whose folders are its own): resume when a checkpoint exists, else start
+    over, dropping the metrics of an attempt stopped before its first checkpoint.
+    """
+    found = latest(root)
+    if resume is False:
+        if found or (root / METRICS_FILE).exists():
+            raise ResumeError(f"{root} already holds a run; pass --resume to continue it or choose another --output")
+        return None
+    if found is None:
+        if resume == "auto":
+            for name in (METRICS_FILE, RUN_FILE):
+                (root / name).unlink(missing_ok=True)
+            return None
+        what = "holds no checkpoint" if root.is_dir() and any(root.iterdir()) else "does not exist" if not root.exists() else "is empty"
+        raise ResumeError(f"cannot resume: {root} {what} (a run stopped before its first iteration finished leaves none); "
+                          "run the same command without --resume to start it")
+    state = load_state(found)
+    if state.get("env_id") not in (None, env_id):
+        raise ResumeError(f"cannot resume: {root} holds a run of {state.get('env_id')}, not {env_id}; pass its env or another --output")
+    before = _run_config(root)
+    for key, now in (("model", config.model), ("lora", config.lora.model_dump(mode="json"))):
+        if before is not None and key in before and not _same(before[key], now):
+            raise ResumeError(f"cannot resume: {root} was trained with {key} {before[key]!r}, not {now!r}; "
+                              f"pass the same {key} or another --output")
+    return found
+
+
+def _same(before: Any, now: Any) -> bool:
+    """Equal settings; a model folder given once as a relative and once as an absolute path is the same model."""
+    if before == now:
+        return True
+    if isinstance(before, str) and isinstance(now, str) and Path(before).exists() and Path(now).exists():
+        return Path(before).resolve() == Path(now).resolve()
+    return False
+
+
+def _run_config(root: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((root / RUN_FILE).read_text(encoding="utf-8")).get("config")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def load_state(checkpoint: Path) -> dict[str, Any]:
     try:
         return json.loads((checkpoint / "state.json").read_text())
     except (OSError, ValueError) as exc:
-        raise TrainError(f"checkpoint {checkpoint} is unreadable ({exc.__class__.__name__}); remove it to resume from an earlier one") from None
+        raise ResumeError(f"checkpoint {checkpoint} is unreadable ({exc.__class__.__name__}); remove it to resume from an earlier one") from None
 
 
 def restore(checkpoint: Path, optimizer: Any, accelerator: Any) -> dict[str, Any]:
@@ -88,12 +146,12 @@ def restore(checkpoint: Path, optimizer: Any, accelerator: Any) -> dict[str, Any
     state = load_state(checkpoint)
     rng_file = checkpoint / f"rng-rank{accelerator.process_index}.pt"
     if not rng_file.exists():
-        raise TrainError(f"checkpoint {checkpoint} was written by fewer processes; resume with the same number of processes")
+        raise ResumeError(f"checkpoint {checkpoint} was written by fewer processes; resume with the same number of processes")
     try:
         optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", map_location=accelerator.device, weights_only=True))
         set_rng_state(torch.load(rng_file, weights_only=False))
     except (OSError, RuntimeError, ValueError, KeyError) as exc:
-        raise TrainError(f"checkpoint {checkpoint} is damaged ({exc.__class__.__name__}: {str(exc)[:120]}); remove it") from None
+        raise ResumeError(f"checkpoint {checkpoint} is damaged ({exc.__class__.__name__}: {str(exc)[:120]}); remove it") from None
     return state
 
 

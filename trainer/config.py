@@ -110,7 +110,7 @@ class TrainConfig(_Section):
     warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
     sandbox: str | None = Field(None, description="sandbox backend for env code (default: $TRACE_FACTORY_SANDBOX or auto)")
     output_dir: str | None = Field(None, description="run folder (default: runs/<capability>)")
-    save_every: int = Field(5, ge=1, description="checkpoint every N iterations (and at the end)")
+    save_every: int | None = Field(None, ge=1, description="checkpoint every N iterations (and at the end); default: by cost, every iteration on small runs (trainer.stop)")
     keep_checkpoints: int = Field(2, ge=1)
     trackers: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)
     project: str = Field("trace-factory", description="tracker project name")

@@ -3,7 +3,8 @@
 Each iteration draws G seeds (the same on every rank; rank r takes groups r, r + W, ...), rolls out K
 episodes per seed in the pooled sandboxed envs, computes group-relative advantages, drops zero-variance
 groups, and takes the clipped-ratio update. Metrics go to ``metrics.jsonl`` (and trackers), checkpoints
-every ``save_every`` iterations, the adapter to ``adapter/`` in PEFT's format.
+every iteration on small runs (``trainer.stop.CheckpointClock``), the adapter to ``adapter/`` in PEFT's format.
+A stop (SIGTERM, Ctrl-C) ends the run at a safe point with a checkpoint (``trainer.stop``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from trainer.report import (
     write_json,
 )
 from trainer.rollout import Rollout, collect_groups, hint_from_reference
+from trainer.stop import CheckpointClock, StopSignal, TrainingStopped, is_abandon
 from trainer.update import Item, PolicyUpdate, StepStats, build_items
 
 
@@ -83,15 +85,14 @@ class GRPORun:
         self.on_iteration = on_iteration or (lambda row: None)
         self.start = 0
         self.rows: list[IterationMetrics] = []
+        self.stop = StopSignal()  # replaced by an active one for the span of train()
 
     # --- setup --------------------------------------------------------------------------------
-    def setup(self, resume: bool = False) -> None:
+    def setup(self, resume: bool | str = False) -> None:
         c, acc = self.config, self.accelerator
         if c.threads:
             torch.set_num_threads(c.threads)
-        found = ckpt.latest(self.out)
-        if not resume and (found or (self.out / "metrics.jsonl").exists()):
-            raise TrainError(f"{self.out} already holds a run; pass --resume to continue it or choose another --output")
+        found = ckpt.resume_point(self.out, self.env_id, c, resume)  # refused before the model loads
         base, tokenizer = load_base(c)
         self.policy = attach_adapter(base, c.lora, found / "adapter" if found else None, seed=c.seed)
         if c.grpo.gradient_checkpointing:
@@ -185,9 +186,10 @@ class GRPORun:
         rollouts, stats = collect_groups(self.engine, self.chat, self.pool, seeds, c.grpo.group_size, c.rollout, hints)
         items, groups, flat = build_items(rollouts, c.grpo)
         update_started = time.perf_counter()
-        step = self.update.grpo(items, self._filler(rollouts), self.order)
-        update_s = time.perf_counter() - update_started
-        self.engine.sync(self.policy, i)
+        with self.stop.deferred():  # a stop never cuts an update in half: it waits for the iteration's end
+            step = self.update.grpo(items, self._filler(rollouts), self.order)
+            update_s = time.perf_counter() - update_started
+            self.engine.sync(self.policy, i)
         return self._metrics(i, rollouts, stats, step, items, groups, flat, update_s, time.perf_counter() - started)
 
     def _metrics(self, i: int, rollouts: list[Rollout], stats: Any, step: StepStats, items: list[Item],
@@ -250,25 +252,62 @@ class GRPORun:
             self.accelerator.log(values, step=row.iteration if row.phase == "grpo" else None)
         self.on_iteration(row)
 
-    def _checkpoint(self, i: int) -> None:
+    def _checkpoint(self, i: int, rng: dict[str, Any] | None = None) -> None:
         ckpt.save(self.out, i, self.policy, self.optimizer, self.accelerator,
-                  {"order": self.order.get_state().tolist(), "env_id": self.env_id}, self.config.keep_checkpoints)
+                  {"order": self.order.get_state().tolist(), "env_id": self.env_id}, self.config.keep_checkpoints, rng=rng)
+        self.saved = i
 
     # --- the run ------------------------------------------------------------------------------
-    def train(self, resume: bool = False, iterations: int | None = None) -> RunResult:
-        """Run to ``config.grpo.iterations`` (or ``iterations`` more, for tests and benchmarks)."""
+    def train(self, resume: bool | str = False, iterations: int | None = None) -> RunResult:
+        """Run to ``config.grpo.iterations`` (or ``iterations`` more, for tests and benchmarks). ``resume``: see
+        :func:`trainer.checkpoint.resume_point`. A signal ends it with :class:`trainer.stop.TrainingStopped`."""
+        self.stop = StopSignal(abandon=self.accelerator.num_processes == 1)
+        self.done = self.saved = self.current = -1
+        self.rng_after_done: dict[str, Any] | None = None
         try:
-            self.setup(resume)
-            self.warm_start()
-            self.engine.sync(self.policy, self.start)  # a separate engine (vLLM) samples from the adapter as it is now
-            end = self.config.grpo.iterations if iterations is None else min(self.config.grpo.iterations, self.start + iterations)
-            for i in range(self.start, end):
-                self._record(self.iteration(i))
-                if (i + 1) % self.config.save_every == 0 or i + 1 == end:
-                    self._checkpoint(i)
-            return self.finish()
+            with self.stop:
+                try:
+                    return self._run(resume, iterations)
+                except KeyboardInterrupt as exc:
+                    if isinstance(exc, TrainingStopped) or not (is_abandon(exc) or self.stop.requested):
+                        raise
+                    self._stopped(exc, abandoned=self.current > self.done)
+                    raise  # unreachable: _stopped raises
         finally:
             self.close()
+
+    def _run(self, resume: bool | str, iterations: int | None) -> RunResult:
+        self.setup(resume)
+        self.done = self.saved = self.start - 1  # a resumed run's last iteration is checkpointed
+        self.warm_start()
+        self.engine.sync(self.policy, self.start)  # a separate engine (vLLM) samples from the adapter as it is now
+        end = self.config.grpo.iterations if iterations is None else min(self.config.grpo.iterations, self.start + iterations)
+        clock = CheckpointClock(self.config.save_every)
+        for i in range(self.start, end):
+            self.current = i
+            row = self.iteration(i)
+            with self.stop.deferred(half_applied_if_cut=False):  # the row is written exactly when the iteration counts as done
+                self.done, self.rng_after_done = i, ckpt.rng_state()
+                self._record(row)
+            stopping = bool(self.update.reduce(float(self.stop.requested), "max"))  # every rank stops at the same iteration
+            if clock.due(i, end) or stopping:
+                with clock.saving():
+                    self._checkpoint(i)
+            if stopping:
+                self._stopped(None, abandoned=False)
+        return self.finish()
+
+    def _stopped(self, exc: BaseException | None, abandoned: bool) -> None:
+        """Checkpoint the last finished iteration (unless a second signal cut its update), then raise
+        :class:`TrainingStopped`. Stopped before any iteration finished: the folder is left as it was found."""
+        signum = self.stop.signum or getattr(exc, "signum", 2)
+        if self.done > self.saved and not self.stop.cut and self.accelerator.num_processes == 1:
+            self._checkpoint(self.done, rng=self.rng_after_done)
+        found = ckpt.latest(self.out)
+        if found is None and self.accelerator.is_main_process:
+            for name in (ckpt.METRICS_FILE, ckpt.RUN_FILE):  # nothing to resume: a plain rerun must be able to start
+                (self.out / name).unlink(missing_ok=True)
+        raise TrainingStopped(signum, self.done, found, abandoned) from None
 
     def finish(self) -> RunResult:
         result = RunResult(env_id=self.env_id, output_dir=str(self.out), summary=summary(self.rows))

@@ -32,7 +32,8 @@ def empty_reason(report: CapabilityReport) -> str | None:
     if report.n_failures == 0:
         extra = f" ({report.n_unattributable} failures were not attributable to the agent)" if report.n_unattributable else ""
         return f"No failures attributable to the agent{extra}: coverage and ER− are undefined."
-    if all(f.stats.gap is None and f.stats.coverage == 0 for f in report.candidates):
+    if all(f.stats.gap is None and f.stats.coverage == 0 and not (f.stats.n_success_labeled or f.stats.n_failure_labeled)
+           for f in report.candidates):  # labels that say PRESENT are labels too: only no label at all is "every NA"
         return "Every label is NA: no candidate capability was judged on these trajectories."
     return None
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from factory.analyze.attribution import CAUSE_TEXT
@@ -54,20 +53,6 @@ def method_line(report: CapabilityReport) -> str:
         runs = f"selected in at least K = {report.min_runs} of N = {report.runs} labeling runs"
     unit = "tasks (clusters: a task's trials are not independent)" if report.bootstrap_unit == "task" else "trajectories"
     return f"labeler `{report.labeler}`, {runs}; 95% bootstrap intervals resample {unit}"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs are ordinary files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _rates(s: CapabilityStats) -> tuple[str, str]:
@@ -205,36 +190,52 @@ def _unattributable_section(result: AnalysisResult) -> list[str]:
     return lines
 
 
+OUTPUT_FILES = ("capabilities.json", "report.md", "labels.jsonl", "trajectories.jsonl", "coverage.png", "selection_frequency.png")
+"""Every file an analysis writes; one it does not write this time (a stale chart) is removed with the rest."""
+
+
 def write_outputs(result: AnalysisResult, out_dir: Path, *, charts: bool = True, trajectories=None) -> dict[str, Path]:
-    """Write everything under ``out_dir``; returns the paths by role."""
+    """Write everything under ``out_dir``, all-or-nothing (:class:`factory.outputs.StagedOutputs`): a failure
+    (a full disk) leaves the previous analysis as it was. Returns the final paths by role."""
+    from factory.outputs import StagedOutputs
+
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Path] = {}
+    roles: dict[str, str] = {}
     chart_files: dict[str, str] = {}
-    if charts and not _have_matplotlib():
-        charts = False
+    skipped = charts and not _have_matplotlib()
+    charts = charts and not skipped
+    with StagedOutputs(out_dir, last="capabilities.json") as staged:
+        if charts:
+            coverage_chart(result.report, staged.path("coverage.png"))
+            roles["coverage_chart"] = "coverage.png"
+            chart_files["Coverage and Δ with intervals"] = "coverage.png"
+            if not result.report.deterministic:  # a deterministic labeler's stale chart from an LLM run would mislead
+                selection_chart(result.report, staged.path("selection_frequency.png"))
+                roles["selection_chart"] = "selection_frequency.png"
+                chart_files["Selection frequency across runs"] = "selection_frequency.png"
+        staged.write_text("report.md", markdown(result, chart_files))
+        staged.write_text("labels.jsonl", "".join(
+            json.dumps({"run": run, **label.model_dump(mode="json")}, ensure_ascii=False) + "\n"
+            for run, labels in enumerate(result.labels) for label in labels
+        ))  # fmt: skip
+        staged.write_text("trajectories.jsonl", "".join(_trajectory_lines(result, trajectories or [])))
+        staged.write_text("capabilities.json", result.report.model_dump_json(indent=2) + "\n")
+        for name in ("report.md", "labels.jsonl", "trajectories.jsonl", "capabilities.json"):
+            roles[name.split(".")[0]] = name
+        _readable(staged.staging)
+        moved = staged.commit(remove=OUTPUT_FILES)
+    paths = {role: moved[name] for role, name in roles.items()}
+    if skipped:
         paths["charts_skipped"] = out_dir
-    if charts:
-        paths["coverage_chart"] = coverage_chart(result.report, out_dir / "coverage.png")
-        chart_files["Coverage and Δ with intervals"] = "coverage.png"
-        if not result.report.deterministic:
-            paths["selection_chart"] = selection_chart(result.report, out_dir / "selection_frequency.png")
-            chart_files["Selection frequency across runs"] = "selection_frequency.png"
-        else:
-            stale = out_dir / "selection_frequency.png"  # from an earlier LLM run in the same folder: it would mislead
-            stale.unlink(missing_ok=True)
-    paths["capabilities"] = out_dir / "capabilities.json"
-    _atomic_write(paths["capabilities"], result.report.model_dump_json(indent=2) + "\n")
-    paths["report"] = out_dir / "report.md"
-    _atomic_write(paths["report"], markdown(result, chart_files))
-    paths["labels"] = out_dir / "labels.jsonl"
-    _atomic_write(paths["labels"], "".join(
-        json.dumps({"run": run, **label.model_dump(mode="json")}, ensure_ascii=False) + "\n"
-        for run, labels in enumerate(result.labels) for label in labels
-    ))  # fmt: skip
-    paths["trajectories"] = out_dir / "trajectories.jsonl"
-    _atomic_write(paths["trajectories"], "".join(_trajectory_lines(result, trajectories or [])))
     return paths
+
+
+def _readable(folder) -> None:  # noqa: ANN001
+    """Outputs are ordinary files (mkstemp/mkdtemp make 0600/0700), readable as the umask allows."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for item in Path(folder).iterdir():
+        os.chmod(item, 0o666 & ~umask)
 
 
 def _trajectory_lines(result: AnalysisResult, trajectories) -> list[str]:

@@ -1,38 +1,78 @@
 """The ``factory`` command line: one subcommand per pipeline step, each in its own module here.
 
 Every command follows :mod:`factory.cli.common`'s convention: bad input and faults end in one line on
-stderr and a non-zero exit, never a traceback; ``--json`` prints machine-readable output only.
+stderr and a non-zero exit, never a traceback; ``--json`` prints machine-readable output only. Every command
+keeps one exit-code contract (:mod:`factory.cli.exits`), printed at the foot of every ``--help``.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
 from factory.cli import analyze, build, envs, rollout, route, run, sandbox, train, validate
 from factory.cli import eval as evaluate
 from factory.cli.common import errors, last_resort, safe, usage_message
+from factory.cli.exits import CONTRACT, after_stop, install_signal_handlers
 from sandbox.leftovers import reap_once
 
 app = typer.Typer(
     name="factory",
     help="trace-factory: turn an agent's recurring failures into validated, capability-targeted training envs.",
+    epilog=CONTRACT,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# In pipeline order, which is the order `factory --help` lists them in.
-app.command("rollout")(rollout.rollout)
-app.command("analyze")(analyze.analyze_command)
-app.command("build")(build.build)
-app.command("validate")(validate.validate)
-app.add_typer(envs.app, name="envs")
-app.command("train")(train.train)
-app.command("route")(route.route)
-app.command("eval")(evaluate.eval_command)
-app.command("run")(run.run_command)
-app.add_typer(sandbox.app, name="sandbox")
+
+
+def version() -> str:
+    """The installed distribution's version, or the source tree's when run from a checkout that is not installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("trace-factory")
+    except PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
+        except (OSError, KeyError, ValueError):
+            return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"factory (trace-factory) {version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """trace-factory: turn an agent's recurring failures into validated, capability-targeted training envs."""
+
+
+# In pipeline order, which is the order `factory --help` lists them in; every --help ends with the exit codes.
+app.command("rollout", epilog=CONTRACT)(rollout.rollout)
+app.command("analyze", epilog=CONTRACT)(analyze.analyze_command)
+app.command("build", epilog=CONTRACT)(build.build)
+app.command("validate", epilog=CONTRACT)(validate.validate)
+app.add_typer(envs.app, name="envs", epilog=CONTRACT)
+app.command("train", epilog=CONTRACT)(train.train)
+app.command("route", epilog=CONTRACT)(route.route)
+app.command("eval", epilog=CONTRACT)(evaluate.eval_command)
+app.command("run", epilog=CONTRACT)(run.run_command)
+app.add_typer(sandbox.app, name="sandbox", epilog=CONTRACT)
+for _group in (envs.app, sandbox.app):
+    for _info in _group.registered_commands:
+        _info.epilog = _info.epilog or CONTRACT
 
 
 def _usage_error_types() -> tuple[type[Exception], ...]:
@@ -55,8 +95,9 @@ def _usage_error_types() -> tuple[type[Exception], ...]:
 
 def main() -> None:
     """Entry point. Usage errors (unknown flags, missing values) get one line, like every other bad input."""
-    reap_once()  # sandboxes of processes that were killed (kill -9) before they could close them
+    install_signal_handlers()  # SIGTERM ends a command like Ctrl-C (keep what finished), and exits 143
     try:
+        reap_once()  # sandboxes of processes that were killed (kill -9) before they could close them
         code = app(standalone_mode=False)
     except _usage_error_types() as exc:
         ctx = getattr(exc, "ctx", None)
@@ -68,7 +109,10 @@ def main() -> None:
         sys.exit(2)
     except BaseException as exc:  # noqa: BLE001 - the last boundary: whatever escaped a command, one line
         sys.exit(last_resort(exc))
-    sys.exit(code if isinstance(code, int) else 0)
+    code, line = after_stop(code if isinstance(code, int) else 0)  # typer turns a stop into a silent 130
+    if line:
+        errors.print(f"[bold red]error:[/] {line}", highlight=False)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

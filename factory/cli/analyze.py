@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from factory.analyze.errors import AnalyzeInputError
@@ -18,7 +18,9 @@ from factory.analyze.importers import load_trajectories
 from factory.analyze.pipeline import AnalysisResult, AnalyzeConfig, analyze
 from factory.analyze.report import ci_text, fmt, method_line, ordered, write_outputs
 from factory.analyze.tasks import TaskIndex, load_tasks
-from factory.cli.common import fail, safe
+from factory.cli.common import emit_json, fail, interrupted, safe
+from factory.cli.paths import PathProblem, preflight_folder
+from factory.cli.progress import progress_display
 from factory.llm.errors import LLMConfigError, LLMError
 
 WIDE = 110
@@ -157,14 +159,14 @@ def analyze_command(
     except LLMError as exc:
         _fail(f"LLM call failed: {exc}", 1)
     except OSError as exc:
-        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
-        _fail(f"cannot write outputs{where}: {exc.strerror or exc}; choose another --out", 1)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _fail(f"cannot write outputs to {out}: {exc.strerror or exc}; nothing in {out} was changed (outputs are written all "
+              "or nothing); free some space or choose another --out", 1)
+    except KeyboardInterrupt as exc:
+        interrupted(f"; nothing in {out} was changed; run the command again", exc)
     except Exception as exc:  # noqa: BLE001 - the CLI promises no traceback
         _fail(f"internal error: {type(exc).__name__}: {exc}", 1)
     if json_output:
-        typer.echo(result.report.model_dump_json(indent=2))
+        emit_json(result.report)
     else:
         _summary(result, paths, Console())
 
@@ -206,6 +208,10 @@ def _run(trajectories: list[Path], o: dict, err: Console) -> tuple[AnalysisResul
         client = make_client(parse_llm_spec(spec_text, base_url=o["llm_base_url"]), cache=not o["no_cache"])
     elif config.catalogue == "off":
         raise _bad("--catalogue off needs an LLM (--llm) for discovery; the offline labeler knows only the built-in catalogue")
+    try:
+        preflight_folder(o["out"], "output folder", "pass another --out")
+    except PathProblem as exc:
+        raise _bad(str(exc)) from None
     task_index = load_tasks(list(o["tasks"])) if o["tasks"] else TaskIndex()
     imported = load_trajectories(list(trajectories))
     if not o["json_output"]:
@@ -214,18 +220,16 @@ def _run(trajectories: list[Path], o: dict, err: Console) -> tuple[AnalysisResul
         if len(imported.skipped) > 5:
             err.print(f"[yellow]skipped[/] {len(imported.skipped) - 5} more record(s)")
     sources = [str(p) for p in trajectories]
-    if o["json_output"] or not err.is_terminal:  # no live display in pipes, logs or --json
-        result = analyze(imported.trajectories, config, client=client, tasks=task_index, sources=sources)
-    else:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
-            stages: dict[str, int] = {}
+    # a bar on a terminal, a line per stage step in a log (every 10 s at most), nothing on stdout
+    with progress_display(err, SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
+        stages: dict[str, int] = {}
 
-            def progress(stage: str, done: int, total: int) -> None:
-                if stage not in stages:
-                    stages[stage] = bar.add_task(stage, total=total)
-                bar.update(stages[stage], completed=done, total=total)
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in stages:
+                stages[stage] = bar.add_task(f"analyze: {stage}", total=total)
+            bar.update(stages[stage], completed=done, total=total)
 
-            result = analyze(imported.trajectories, config, client=client, tasks=task_index, sources=sources, progress=progress)
+        result = analyze(imported.trajectories, config, client=client, tasks=task_index, sources=sources, progress=progress)
     paths = write_outputs(result, o["out"], trajectories=imported.trajectories)
     if "charts_skipped" in paths and not o["json_output"]:
         err.print("[yellow]note:[/] matplotlib is not installed, so no charts were drawn (pip install matplotlib)")

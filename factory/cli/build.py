@@ -6,7 +6,6 @@ stays fast and never reads the registry.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -19,6 +18,7 @@ from factory.cli.common import (
     SetOption,
     check_backend,
     console,
+    emit_json,
     errors,
     fail,
     gate_config,
@@ -75,8 +75,12 @@ def build(
     from factory.llm import LLMConfigError
     from sandbox import SandboxError
 
+    from schemas.names import capability_problem
+
     check_backend(sandbox)
     config = gate_config(overrides)
+    if capability is not None and (problem := capability_problem(capability)):
+        fail(f"--capability {problem}")  # the name becomes a registry folder, a gym id and an adapter folder
     if from_file is not None:
         clash = [flag for flag, given in (("--all", build_all), ("--report", report), ("--llm", llm), ("--description", description)) if given]
         if clash:
@@ -119,7 +123,7 @@ def build(
         return
     if as_json:
         payload = [r.model_dump(mode="json") for r in results]
-        print(json.dumps(payload if build_all else payload[0], indent=2))
+        emit_json(payload if build_all else payload[0])
     else:
         console.print(_build_summary(results))
         for result in results:
@@ -193,25 +197,24 @@ def _build_one(
         resolve_capability,
         resolve_target,
     )
-    from factory.validation.progress import GateProgress, report_table
+    from factory.cli.progress import gate_progress
+    from factory.validation.progress import report_table
 
-    # A live bar only where someone watches it: piped or captured output gets the result, not bar residue.
-    show_bar = not as_json and errors.is_terminal
     if from_file is not None:
         read_env_file(from_file)  # a bad path fails here, before the bar
-        with GateProgress(errors, f"validating {from_file.name}", enabled=show_bar) as bar:
+        with gate_progress(errors, f"validating {from_file.name}") as bar:
             result = build_from_file(from_file, expect_capability, target, registry, backend=sandbox, config=config,
                                      progress=bar.callback)
     elif client is None:
         check_blueprint_request(name, target)
-        with GateProgress(errors, f"validating {name}", enabled=show_bar) as bar:
+        with gate_progress(errors, f"validating {name}") as bar:
             result = build_from_blueprint(name, target, registry, backend=sandbox, config=config, progress=bar.callback)
         if not as_json:
             errors.print(f"{safe(name)}: built-in blueprint (no LLM configured)", highlight=False)
     else:
         chosen = resolve_capability(name, description, analysis)
         chosen_target = resolve_target(name, target, analysis)
-        with GateProgress(errors, f"{name}", enabled=show_bar) as bar:
+        with gate_progress(errors, f"{name}") as bar:
             def on_attempt(number: int, phase: str) -> None:
                 bar.progress.reset(bar.task)
                 bar.label = f"{name} attempt {number}/{max_attempts}: {phase}"

@@ -8,10 +8,8 @@ for bad input, 1 for a failed run). Text that came from outside (files, env code
 from __future__ import annotations
 
 import re
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+import sys
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
@@ -27,34 +25,87 @@ from schemas.validation import ValidationConfig
 console = Console()
 errors = Console(stderr=True)
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_CLASS = (
+    "\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 controls but tab and newline, DEL, C1 controls (U+009B is a one-byte CSI)
+    "\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"  # bidi marks, overrides, isolates; invisibles
+    "\U000e0000-\U000e007f"  # tag characters: invisible text
+)
+_UNSAFE = re.compile(f"[{_UNSAFE_CLASS}]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+
+
+def escape_controls(text: object) -> str:
+    """Every control, bidi and invisible formatting character as a visible escape (``\\x9b``, ``\\u202e``); tab
+    and newline kept. What a terminal shows is then what the text holds: no escape sequence runs, no
+    override reverses a line, nothing hides."""
+    return _UNSAFE.sub(_visible, str(text))
 
 
 def safe(text: object) -> str:
-    """Text from outside, fit for Rich: control characters (escape sequences, bidi overrides) removed and
-    markup escaped, so ``[/]`` or ``\\x1b]52;...`` print as themselves or not at all."""
-    return escape(_CONTROL.sub("", str(text)))
+    """Text from outside, fit for Rich: control and bidi characters shown as escapes and markup escaped, so
+    ``[/]`` or ``\\x1b]52;...`` print as themselves and never act."""
+    return escape(escape_controls(text))
 
 
 def plain(text: object, style: str = "") -> Text:
-    """Text from outside as a Rich ``Text`` (never parsed as markup), control characters removed: for table cells."""
-    return Text(_CONTROL.sub("", str(text)), style=style)
+    """Text from outside as a Rich ``Text`` (never parsed as markup), control characters escaped: for table cells."""
+    return Text(escape_controls(text), style=style)
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
+def json_text(text: str) -> str:
+    """A JSON document with every control, bidi and invisible character written as a ``\\uXXXX`` escape.
+
+    JSON escapes only U+0000-U+001F itself, so U+009B (CSI) or U+202E (right-to-left override) from env code
+    would reach a terminal raw. These characters can stand only inside JSON strings (the syntax is ASCII), where
+    an escape means the same character: ``json.loads`` gives back exactly the original data. (Tab and newline
+    outside strings are the layout of ``indent=2``; inside strings JSON has escaped them already.)"""
+    return _UNSAFE.sub(_json_escape, text)
+
+
+def emit_json(data: object) -> None:
+    """Print ``--json`` output: a pydantic model, a JSON string, or plain data, escaped by :func:`json_text`."""
+    import json as _json
+
+    if isinstance(data, BaseModel):
+        text = data.model_dump_json(indent=2)
+    elif isinstance(data, str):
+        text = data
+    else:
+        text = _json.dumps(data, indent=2, default=str, ensure_ascii=False)
+    sys.stdout.write(json_text(text) + "\n")
+    sys.stdout.flush()
+
+
+def sigterm_as_interrupt() -> AbstractContextManager[None]:
     """SIGTERM (a batch system's stop) ends a long command like Ctrl-C, so its ``KeyboardInterrupt`` path keeps
-    what is finished and says how to resume. Handlers can only be set from the main thread; elsewhere a no-op."""
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if threading.current_thread() is threading.main_thread() else None
-    try:
-        yield
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    what is finished and says how to resume; the exit code says which signal it was (130 or 143)."""
+    from factory.cli.exits import signals_as_interrupt
+
+    return signals_as_interrupt()
+
+
+def interrupted(tail: str, exc: BaseException) -> NoReturn:
+    """One line for a command stopped by a signal, with the contract's code: ``error: interrupted{tail}`` and 130
+    for Ctrl-C, ``error: stopped by SIGTERM{tail}`` and 143 for SIGTERM. ``tail`` says what is kept and how to go on."""
+    from factory.cli.exits import mark_reported, stop_code
+
+    mark_reported()
+    code = stop_code(exc)
+    what = "stopped by SIGTERM" if code == 143 else "interrupted" if code == 130 else f"stopped by signal {code - 128}"
+    errors.print(f"[bold red]error:[/] {what}{safe(tail)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -78,15 +129,22 @@ def usage_message(exc: Exception) -> str:
 
 
 def last_resort(exc: BaseException) -> int:
-    """What ``main`` does with anything a command let escape: one line and an exit code, never a traceback
-    (unless $TRACE_FACTORY_DEBUG=1, for bug reports). OS errors name the path and the fix."""
+    """What ``main`` does with anything a command let escape: one line and the contract's exit code, never a
+    traceback (unless $TRACE_FACTORY_DEBUG=1, for bug reports). Bad input the command did not catch still
+    exits 2 (:func:`factory.cli.exits.exit_code` knows the input error types); OS errors name the path and
+    the fix; only an exception nobody raised on purpose is called a bug."""
     import os
+
+    from factory.cli.exits import exit_code
 
     if isinstance(exc, SystemExit):
         raise exc
+    if type(exc).__name__ == "Abort" and isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+        exc = exc.__cause__ or exc.__context__  # click turns a KeyboardInterrupt into Abort; which signal was it?
     if type(exc).__name__ == "Abort" or isinstance(exc, KeyboardInterrupt):
-        errors.print("interrupted", highlight=False)
-        return 130
+        code = exit_code(exc) if isinstance(exc, KeyboardInterrupt) else 130
+        errors.print(f"[bold red]error:[/] {'stopped by SIGTERM' if code == 143 else 'interrupted'}", highlight=False)
+        return code
     if os.environ.get(DEBUG_ENV_VAR) == "1":
         raise exc
     if isinstance(exc, OSError):
@@ -94,12 +152,27 @@ def last_resort(exc: BaseException) -> int:
 
         errors.print(f"[bold red]error:[/] {safe(explain(exc))}", highlight=False, soft_wrap=True)
         return 1
+    from factory.errors import FactoryError
+
+    code = exit_code(exc)
+    if isinstance(exc, FactoryError) or code == 2:
+        errors.print(f"[bold red]error:[/] {safe(one_line(exc))}", highlight=False, soft_wrap=True)
+        return code
     errors.print(
         f"[bold red]error:[/] internal error: {safe(type(exc).__name__)}: {safe(str(exc).splitlines()[0] if str(exc) else '')} "
         f"(a bug: rerun with {DEBUG_ENV_VAR}=1 for the traceback and report it)",
         highlight=False, soft_wrap=True,
     )
     return 1
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (pydantic's first error only)."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "input"
+        return f"{where}: {str(first['msg']).removeprefix('Value error, ')}"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 RegistryOption = Annotated[

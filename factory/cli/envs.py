@@ -6,14 +6,13 @@ it, and never hides the others. ``remove`` works on broken entries too (it is ho
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from factory.cli.common import JsonOption, RegistryOption, console, errors, fail, parse_env_ref, plain, safe
+from factory.cli.common import JsonOption, RegistryOption, console, emit_json, errors, fail, parse_env_ref, plain, safe
 from factory.cli.summary import summary_table
 
 if TYPE_CHECKING:
@@ -60,7 +59,7 @@ def envs_list(registry: RegistryOption = None, as_json: JsonOption = False) -> N
         fail(str(exc))
         return
     if as_json:
-        print(json.dumps([_entry_json(e) for e in entries], indent=2))
+        emit_json([_entry_json(e) for e in entries])
         return
     if not entries:
         console.print(f"No envs registered in {safe(store.root)}. Build one: factory build --capability precondition_verification", soft_wrap=True)
@@ -118,7 +117,7 @@ def envs_show(
         return
     manifest = stored.manifest
     if as_json:
-        print(manifest.model_dump_json(indent=2))
+        emit_json(manifest)
         return
     provenance = manifest.provenance
     origin = provenance.model or provenance.blueprint or provenance.file
@@ -169,6 +168,6 @@ def envs_remove(
         return
     ids = [f"trace/{capability}-v{v}" for v in removed]
     if as_json:
-        print(json.dumps({"removed": ids, "capability": capability, "registry": str(store.root)}, indent=2))
+        emit_json({"removed": ids, "capability": capability, "registry": str(store.root)})
         return
     console.print(f"removed {safe(', '.join(ids) or capability)}", soft_wrap=True)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from pydantic import ValidationError
 
-from factory.cli.common import JsonOption, RegistryOption, SandboxOption, check_backend, console, errors, fail, safe, sigterm_as_interrupt
+from factory.cli.common import JsonOption, RegistryOption, SandboxOption, check_backend, console, emit_json, errors, fail, interrupted, safe
 from factory.cli.summary import summary_table
 from factory.errors import FactoryError
 
@@ -95,11 +95,38 @@ def eval_command(
         fail(f"{where}: {first['msg'].removeprefix('Value error, ')}")
     except FactoryError as exc:
         fail(" ".join(str(exc).split()))
+    _preflight(config)
     report = _run(config, fresh, as_json)
     if as_json:
-        typer.echo(report.model_dump_json(indent=2))
+        emit_json(report)
     else:
         print_report(report)
+    if failed_run(report):
+        if not as_json:
+            errors.print("[bold red]every episode of every arm errored[/] (none graded): the evaluation failed; see the notes above",
+                         highlight=False)
+        raise typer.Exit(1)
+
+
+def failed_run(report: "EvalReport") -> bool:
+    """Episodes ran and not one was graded in any arm (a target or a model that never worked)."""
+    return bool(report.arms) and all(a.scored == 0 and a.errors > 0 for a in report.arms)
+
+
+def _preflight(config: "EvalConfig") -> None:
+    """The names a typo could get wrong, before a model loads or a target server starts: the simulated user,
+    the judge, the base model (engine hf), the output folder."""
+    from factory.cli.paths import PathProblem, preflight_folder
+    from factory.preflight import check_judge, check_user, model_problem
+
+    try:
+        check_user(config.user)
+        check_judge(config.judge)
+        preflight_folder(Path(config.out), "--out folder", "pass another --out")
+    except (FactoryError, PathProblem) as exc:
+        fail(str(exc))
+    if config.engine == "hf" and config.model and (problem := model_problem(config.model)):
+        fail(problem)
 
 
 def _config(args: dict[str, Any], wanted: list[str]) -> "EvalConfig":
@@ -123,18 +150,19 @@ def _config(args: dict[str, Any], wanted: list[str]) -> "EvalConfig":
 
 
 def _run(config: "EvalConfig", fresh: bool, as_json: bool) -> "EvalReport":
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from env_registry.targets.errors import TargetError
     from factory.evaluate.runner import run_eval
     from factory.llm import LLMConfigError
     from sandbox import SandboxError
 
+    from factory.cli.progress import progress_display
+
     stop = threading.Event()
-    show = not as_json and errors.is_terminal
     try:
-        with sigterm_as_interrupt(), Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("passed {task.fields[passed]}"),
-                      TimeElapsedColumn(), console=errors, disable=not show) as bar:  # fmt: skip
+        with progress_display(errors, TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                              TextColumn("passed {task.fields[passed]}"), TimeElapsedColumn(), TimeRemainingColumn()) as bar:  # fmt: skip
             jobs: dict[str, Any] = {}
 
             def progress(label: str, done: int, total: int, passed: int) -> None:
@@ -146,12 +174,14 @@ def _run(config: "EvalConfig", fresh: bool, as_json: bool) -> "EvalReport":
                 progress("routing menu (demos in the sandbox)", done, total, 0)
 
             return run_eval(config, progress=progress, stop=stop, fresh=fresh, menu_progress=menu_progress)
-    except (FactoryError, TargetError, SandboxError, LLMConfigError) as exc:
+    except SandboxError as exc:  # the sandbox that plays the routing menu's demos failed: the run failed
+        fail(" ".join(str(exc).split()), 1)
+    except (FactoryError, TargetError, LLMConfigError) as exc:
         fail(" ".join(str(exc).split()))
     except OSError as exc:
         fail(f"cannot write to {config.out}: {exc.strerror or exc}", 1)
-    except KeyboardInterrupt:
-        fail("interrupted; run the same command again to resume (finished episodes are kept)", 130)
+    except KeyboardInterrupt as exc:
+        interrupted("; run the same command again to resume (finished episodes are kept)", exc)
     raise AssertionError("unreachable")
 
 

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import TextColumn
 from rich.table import Table
 
-from factory.cli.common import JsonOption, console, errors, fail, safe, sigterm_as_interrupt
-from factory.errors import FactoryError
+from factory.cli.common import JsonOption, console, emit_json, errors, fail, interrupted, safe
+from factory.cli.paths import PathProblem, preflight_folder
+from factory.cli.progress import default_columns, progress_display
+from factory.errors import FactoryError, Interrupted
 from factory.llm import LLMConfigError
 
 if TYPE_CHECKING:  # the engine imports env_registry, which must not load for `factory --help`
@@ -58,7 +60,14 @@ def render_summary(summary: "RolloutSummary", out: Console) -> None:
         out.print(f"[red]error:[/] task {safe(example.task_id)} trial {example.trial} ({example.kind}): {safe(example.message)}")
     if summary.interrupted:
         out.print("[yellow]interrupted:[/] run the same command again to resume; finished episodes are kept")
+    if failed_run(summary):
+        out.print(f"[bold red]every episode failed[/] ({summary.errors} errors, none graded): the run failed; see the errors above")
     out.print(f"wrote {safe(summary.out)}/trajectories.jsonl and summary.json")
+
+
+def failed_run(summary: "RolloutSummary") -> bool:
+    """Episodes were due and not one could be graded (a target that never started, a policy that always failed)."""
+    return summary.episodes > 0 and summary.errors == summary.episodes
 
 
 def _task_ids(values: list[str] | None) -> list[str] | None:
@@ -95,7 +104,8 @@ def rollout(
 
     Every (task, trial) runs once: run the same command again after an interruption and only the missing
     episodes run. Writes trajectories.jsonl (schemas.Trajectory, one per line), run.json and summary.json
-    under --out. Episodes whose target, user or policy failed are counted as errors, not failures.
+    under --out. Episodes whose target, user or policy failed are counted as errors, not failures; when every
+    episode errored (a server that cannot start) the run failed: exit 1.
 
     Examples:
 
@@ -112,7 +122,7 @@ def rollout(
     factory rollout --target mcp --server http://127.0.0.1:8000/mcp --state-tool dump_state --tasks tasks.json --policy scripted:gold
     """
     from env_registry.targets.errors import TargetError
-    from factory.rollout.engine import Rollout, RolloutConfig
+    from factory.rollout.engine import Rollout, RolloutConfig, check_names
 
     try:
         config = RolloutConfig(
@@ -124,33 +134,32 @@ def rollout(
     except ValidationError as exc:
         first = exc.errors()[0]
         fail(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}")
+    try:
+        check_names(config)  # policy, user, judge: named wrongly, said so now, not as a missing API key later
+        preflight_folder(out, "output folder", "pass another --out")
+    except (FactoryError, PathProblem) as exc:
+        fail(" ".join(str(exc).split()))
     stop = threading.Event()
     try:
-        with sigterm_as_interrupt():
-            if json_output or not errors.is_terminal:
-                runner = Rollout(config, stop=stop)
-                summary = runner.run()
-            else:
-                with Progress(
-                    TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("passed {task.fields[passed]}"),
-                    TimeElapsedColumn(), TimeRemainingColumn(), console=errors, transient=False,
-                ) as bar:  # fmt: skip
-                    job = bar.add_task(f"{safe(target)} episodes", total=None, passed=0)
+        with progress_display(errors, *default_columns(TextColumn("passed {task.fields[passed]}"))) as bar:
+            job = bar.add_task(f"{safe(target)} episodes", total=None, passed=0)
 
-                    def progress(done: int, total: int, passed: int) -> None:
-                        bar.update(job, completed=done, total=total, passed=passed)
+            def progress(done: int, total: int, passed: int) -> None:
+                bar.update(job, completed=done, total=total, passed=passed)
 
-                    runner = Rollout(config, stop=stop, progress=progress)
-                    summary = runner.run()
+            runner = Rollout(config, stop=stop, progress=progress)
+            summary = runner.run()
     except (TargetError, FactoryError, LLMConfigError) as exc:
         fail(" ".join(str(exc).split()))
     except OSError as exc:
         fail(f"cannot write to {out}: {exc.strerror or exc}", 1)
-    except KeyboardInterrupt:
-        fail("interrupted; run the command again to resume", 130)
+    except KeyboardInterrupt as exc:
+        interrupted("; run the command again to resume (finished episodes are kept)", exc)
     if json_output:
-        typer.echo(summary.model_dump_json(indent=2))
+        emit_json(summary)
     else:
         render_summary(summary, console)
-    if summary.interrupted:
-        raise typer.Exit(130)
+    if summary.interrupted:  # what finished is in the file; say so on stderr too, where scripts look
+        interrupted("; run the command again to resume (finished episodes are kept)", Interrupted((runner.stopped_by or 130) - 128))
+    if failed_run(summary):
+        raise typer.Exit(1)

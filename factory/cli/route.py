@@ -9,10 +9,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 from pydantic import ValidationError
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from factory.cli.common import JsonOption, RegistryOption, SandboxOption, check_backend, console, errors, fail, safe
+from factory.cli.common import JsonOption, RegistryOption, SandboxOption, check_backend, console, emit_json, errors, fail, interrupted, safe
+from factory.cli.exits import exit_code
 from factory.errors import FactoryError
 from sandbox import SandboxError
 
@@ -72,29 +73,57 @@ def route(
         fail("nothing to route: pass trajectory files, --text TEXT, or --eval labels.jsonl")
     if evaluate is not None and (tasks or text):
         fail("--eval routes the analysed failures; drop the task files and --text, or drop --eval")
+    _preflight(out if evaluate is not None else None, save_menu, decisions_file)
     try:
         _run(locals())
     except typer.Exit:
         raise
-    except (FactoryError, SandboxError) as exc:
-        fail(" ".join(str(exc).split()))
-    except KeyboardInterrupt:
-        fail("interrupted", 130)
+    except SandboxError as exc:
+        fail(" ".join(str(exc).split()), 1)
+    except FactoryError as exc:
+        fail(" ".join(str(exc).split()), 2 if exit_code(exc) == 2 or _is_setup_error(exc) else 1)
+    except KeyboardInterrupt as exc:
+        interrupted("; run the command again (routing keeps no partial results)", exc)
+    except OSError as exc:  # a full disk or a folder gone since the preflight: the run failed; earlier outputs stay whole
+        from env_registry.files import explain
+
+        fail(f"the results were not written: {explain(exc)}", 1)
     except Exception as exc:  # noqa: BLE001 - the CLI promises one line, never a traceback
         fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", 1)
 
 
-def _progress(enabled: bool) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=errors, transient=True, disable=not enabled,
-    )  # fmt: skip
+def _is_setup_error(exc: BaseException) -> bool:
+    """The router's own errors are about what it was given (adapters, menus, labels, the model): bad input."""
+    from router.errors import RouterError
+
+    return isinstance(exc, RouterError)
+
+
+def _preflight(out: Path | None, save_menu: Path | None, decisions: Path | None) -> None:
+    """Everything this run writes, checked before the model loads or a sandbox starts."""
+    from factory.cli.paths import PathProblem, preflight_file, preflight_folder
+
+    try:
+        if out is not None:
+            preflight_folder(out, "--out folder", "pass another --out")
+        for path, flag in ((save_menu, "--save-menu"), (decisions, "--decisions")):
+            if path is not None:
+                preflight_file(path, flag, f"pass {flag} with a path in a writable folder")
+    except PathProblem as exc:
+        fail(str(exc))
+
+
+def _progress(enabled: bool) -> Any:
+    from factory.cli.progress import progress_display
+
+    return progress_display(errors, TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TimeRemainingColumn(), enabled=enabled, transient=True)  # fmt: skip
 
 
 def _run(args: dict[str, Any]) -> None:
     from router.session import open_session
 
-    show = not args["as_json"] and errors.is_terminal
+    show = True  # a bar on a terminal, a line every 10 s in a log; on stderr, so --json output stays clean
     try:
         spec = _spec(args)
     except ValidationError as exc:
@@ -102,6 +131,13 @@ def _run(args: dict[str, Any]) -> None:
         fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
     work = _load_tasks(args) if args["evaluate"] is None else None
     labeled = _load_labeled(args) if args["evaluate"] is not None else None  # bad input fails before the model loads
+    if args["menu"] is not None and not Path(args["menu"]).is_file():
+        fail(f"menu {args['menu']}: no such file; write one with `factory route --save-menu {args['menu']}`")
+    if args["model"] is not None:
+        from factory.preflight import model_problem
+
+        if problem := model_problem(args["model"]):
+            fail(problem)
     with _progress(show) as bar:
         demos = bar.add_task("demos (sandbox)", total=None)
         session = open_session(spec, progress=lambda name, done, total: bar.update(demos, completed=done, total=total), load_adapters=False)
@@ -126,7 +162,7 @@ def _run(args: dict[str, Any]) -> None:
         return
     _write_decisions(args["decisions_file"], decisions)
     if args["as_json"]:
-        typer.echo(json.dumps([d.model_dump(mode="json") for d in decisions], indent=2))
+        emit_json([d.model_dump(mode="json") for d in decisions])
     else:
         console.print(_decisions_table(decisions, session.router.labels, session.menu.keys))
         console.print("labels: " + ", ".join(f"{label} {key}" for label, key in zip(session.router.labels, session.menu.keys)))
@@ -179,12 +215,10 @@ def _load_tasks(args: dict[str, Any]) -> list[tuple[str | None, Any]]:
 
 
 def _write_decisions(path: Path | None, decisions: list[Any]) -> None:
-    if path is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle:
-        for decision in decisions:
-            handle.write(decision.model_dump_json() + "\n")
+    from factory.cli.paths import write_atomic
+
+    if path is not None:
+        write_atomic(path, "".join(decision.model_dump_json() + "\n" for decision in decisions))
 
 
 def _load_labeled(args: dict[str, Any]) -> tuple[Path, list[Any], list[Any]]:
@@ -203,15 +237,19 @@ def _load_labeled(args: dict[str, Any]) -> tuple[Path, list[Any], list[Any]]:
 def _write_eval(args: dict[str, Any], report: Any) -> None:
     from router.charts import confusion_png
 
+    from factory.cli.paths import write_atomic
+    from factory.outputs import StagedOutputs
+
     out: Path = args["out"]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "routing_eval.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    png = confusion_png(report, out / "confusion.png")
+    with StagedOutputs(out, last="routing_eval.json") as staged:  # all or nothing: a full disk keeps the last result
+        confusion_png(report, staged.path("confusion.png"))
+        staged.write_text("routing_eval.json", report.model_dump_json(indent=2) + "\n")
+        staged.commit()
+    png = out / "confusion.png"
     if args["decisions_file"] is not None:
-        args["decisions_file"].parent.mkdir(parents=True, exist_ok=True)
-        args["decisions_file"].write_text("".join(i.model_dump_json() + "\n" for i in report.items), encoding="utf-8")
+        write_atomic(args["decisions_file"], "".join(i.model_dump_json() + "\n" for i in report.items))
     if args["as_json"]:
-        typer.echo(report.model_dump_json(indent=2))
+        emit_json(report)
     else:
         _print_eval(report, out / "routing_eval.json", png)
 

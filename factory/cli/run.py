@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from factory.cli.common import JsonOption, console, errors, fail, safe, sigterm_as_interrupt
+from factory.cli.common import JsonOption, console, emit_json, errors, fail, interrupted, safe
+from factory.cli.exits import exit_code
 from factory.errors import FactoryError
 
 ORDER = ("rollouts", "analyze", "build", "train", "route", "eval")
@@ -56,16 +56,57 @@ def run_command(
     except FactoryError as exc:
         fail(str(exc))
     if show_plan:
-        _plan(settings, forced, as_json)
+        try:
+            _plan(settings, forced, as_json)
+        except FactoryError as exc:
+            fail(str(exc), exit_code(exc))
         return
+    _preflight(settings)
     result = _run(settings, str(config), stop_at[0] if stop_at else None, forced, as_json)
     if as_json:
-        typer.echo(result.model_dump_json(indent=2))
+        emit_json(result)
         return
+    _summary(settings)
     if result.report:
         console.print(f"report: {safe(result.report)}", highlight=False)
     elif result.stopped_after:
         console.print(f"stopped after {safe(result.stopped_after)} (--until); run without --until to go on", highlight=False)
+
+
+def _preflight(settings: Any) -> None:
+    """What a typo in the config could get wrong, before any stage starts: the run folder, the base model, the
+    rollout policy, user and judge (a stage that fails on a name minutes in has wasted the stages before it)."""
+    from factory.cli.paths import PathProblem, preflight_folder
+    from factory.preflight import check_judge, check_policy, check_user, model_problem
+
+    try:
+        preflight_folder(settings.run_path(), "run folder", "pass --run-dir DIR or set run_dir in the config")
+        if settings.registry:
+            preflight_folder(settings.registry_path(), "registry", "set registry in the config to a writable folder")
+        if settings.rollouts.policy:
+            check_policy(settings.rollouts.policy, "rollouts.policy")
+        check_user(settings.rollouts.user, "rollouts.user")
+        check_judge(settings.rollouts.judge, "rollouts.judge")
+        check_user(settings.eval.user, "eval.user")
+        check_judge(settings.eval.judge, "eval.judge")
+    except (FactoryError, PathProblem) as exc:
+        fail(str(exc))
+    if not settings.is_tiny and (problem := model_problem(settings.model, "model =")):
+        fail(problem)
+
+
+def _summary(settings: Any) -> None:
+    """The table a run ends with: every stage, what it did and what came out (read back from pipeline.json)."""
+    from factory.cli.summary import summary_table
+    from factory.pipeline.report import summary_rows
+    from factory.pipeline.state import StateStore
+
+    try:
+        rows = summary_rows(StateStore(settings.run_path()).load())
+    except FactoryError:
+        return
+    console.print(summary_table(f"factory run: {settings.run_dir}", ["stage", "status", "time", "result"], rows,
+                                width=console.width, key="stage"))  # fmt: skip
 
 
 def _plan(settings: Any, forced: list[str], as_json: bool) -> None:
@@ -76,7 +117,7 @@ def _plan(settings: Any, forced: list[str], as_json: bool) -> None:
     state = StateStore(settings.run_path()).load()
     steps = plan(settings, state, STAGES, forced)
     if as_json:
-        typer.echo(json.dumps([s.model_dump() for s in steps], indent=2))
+        emit_json([s.model_dump() for s in steps])
         return
     from factory.cli.summary import summary_table
 
@@ -85,7 +126,9 @@ def _plan(settings: Any, forced: list[str], as_json: bool) -> None:
 
 
 def _run(settings: Any, config_file: str, until: str | None, forced: list[str], as_json: bool) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from factory.cli.progress import progress_display
 
     from env_registry.targets.errors import TargetError
     from factory.llm import LLMConfigError
@@ -95,10 +138,9 @@ def _run(settings: Any, config_file: str, until: str | None, forced: list[str], 
     from sandbox import SandboxError
 
     stop = threading.Event()
-    live = not as_json and errors.is_terminal
     current: dict[str, str] = {}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=errors, transient=True, disable=not live) as bar:  # fmt: skip
+    with progress_display(errors, TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          TimeRemainingColumn(), transient=True) as bar:  # fmt: skip
         bars: dict[str, Any] = {}
 
         def progress(label: str, done: int | None, total: int | None) -> None:
@@ -121,12 +163,12 @@ def _run(settings: Any, config_file: str, until: str | None, forced: list[str], 
                 say(f"[green]{safe(o.stage)}[/]: {o.action} in {o.seconds:.1f} s")
 
         hooks = Hooks(progress=progress, note=lambda text: say(f"[yellow]note:[/] {safe(text)}"), step=step, done=done)
-        try:
-            with sigterm_as_interrupt():  # the stage in progress stays marked running and resumes next time
-                return run_pipeline(settings, STAGES, config_file=config_file, until=until, force=forced, hooks=hooks, stop=stop, report=write_report)
-        except KeyboardInterrupt:
-            fail(f"interrupted during {current.get('stage', 'start-up')}; run the same command again to resume there", 130)
+        try:  # on a stop, the stage in progress stays marked running and resumes next time
+            return run_pipeline(settings, STAGES, config_file=config_file, until=until, force=forced, hooks=hooks, stop=stop, report=write_report)
+        except KeyboardInterrupt as exc:
+            interrupted(f" during {current.get('stage', 'start-up')}; run the same command again to resume there", exc)
         except (FactoryError, TargetError, SandboxError, LLMConfigError) as exc:
-            fail(f"{current.get('stage', 'pipeline')} failed: {' '.join(str(exc).split())} (finished stages are kept; fix and run again)", 1)
+            code = exit_code(exc)  # a bad setting found by a stage is still bad input (2); anything else: the run failed
+            fail(f"{current.get('stage', 'pipeline')} failed: {' '.join(str(exc).split())} (finished stages are kept; fix and run again)", code)
         except OSError as exc:
             fail(f"{current.get('stage', 'pipeline')} failed: cannot write {exc.filename or settings.run_dir}: {exc.strerror or exc}", 1)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
 from rich.table import Table
 
-from factory.cli.common import JsonOption, SandboxOption, check_backend, console, errors, fail, print_sandbox, safe
+from factory.cli.common import JsonOption, SandboxOption, check_backend, console, emit_json, errors, fail, print_sandbox, safe
 from sandbox import SandboxError, open_sandbox
 from sandbox import image as sandbox_image
 from sandbox import leftovers
@@ -30,7 +29,7 @@ def status(as_json: JsonOption = False) -> None:
     """
     report = sandbox_status()
     if as_json:
-        print(report.model_dump_json(indent=2))
+        emit_json(report)
     else:
         _print_status(report)
     if report.auto is None:
@@ -100,21 +99,27 @@ def build_image(
     if source not in ("host", "registry"):
         fail(f"--source {source!r}: choose host (offline, from this interpreter) or registry (python:3.11-slim)")
     if rootfs is not None:
+        from factory.cli.paths import PathProblem, preflight_file
+
+        try:
+            preflight_file(rootfs, "--rootfs", "pass --rootfs with a path in a writable folder")
+        except PathProblem as exc:
+            fail(str(exc))
         with _Progress(as_json) as step:
             step(f"writing the root filesystem to {rootfs}")
             try:
-                stats = sandbox_image.build_rootfs_tar(rootfs)
+                stats = _write_rootfs(rootfs)
             except OSError as exc:
                 fail(f"cannot write the root filesystem tar to {rootfs}: {exc.strerror or exc}", 1)
         if as_json:
-            print(json.dumps({"rootfs": str(rootfs), **stats.model_dump()}, indent=2))
+            emit_json({"rootfs": str(rootfs), **stats.model_dump()})
         else:
             console.print(f"wrote {safe(rootfs)}: {stats.size_mb} MB, {stats.files:,} files, {stats.libs} shared libs, "
                           f"{len(stats.distributions)} distributions", highlight=False, soft_wrap=True)
         return
     if if_missing and sandbox_image.image_exists(tag):
         if as_json:
-            print(json.dumps({"tag": tag, "built": False, "reason": "present"}))
+            emit_json({"tag": tag, "built": False, "reason": "present"})
         else:
             console.print(f"image {safe(tag)} present; nothing to build", highlight=False)
         return
@@ -124,7 +129,7 @@ def build_image(
         except Exception as exc:  # noqa: BLE001 - docker SDK missing, daemon down, build or verify failed: one line
             fail(f"image build failed: {_one_line(exc)} (is dockerd running? scripts/sandbox-services.sh starts it)", 1)
     if as_json:
-        print(result.model_dump_json(indent=2))
+        emit_json(result)
         return
     line = f"built {safe(tag)} ({result.image_id.removeprefix('sha256:')[:12]}) from "
     line += "the host interpreter" if result.source == "host" else "python:3.11-slim"
@@ -135,6 +140,25 @@ def build_image(
     if result.verified is not None:
         line += f"; verified: {safe(result.verified)}"
     console.print(line, highlight=False, soft_wrap=True)
+
+
+def _write_rootfs(path: Path) -> Any:
+    """The tar through a temporary file renamed at the end: a stop or a full disk leaves no half tar behind."""
+    import os
+    import tempfile
+
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        stats = sandbox_image.build_rootfs_tar(Path(temporary))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
+        os.replace(temporary, path)
+        return stats
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
 
 
 class _Progress:
@@ -176,7 +200,7 @@ def reap(as_json: JsonOption = False) -> None:
     removed, docker_note = leftovers.reap_all()
     removed = leftovers.reaped_at_start() + removed
     if as_json:
-        print(json.dumps({"count": len(removed), "removed": removed, "docker": docker_note}, indent=2))
+        emit_json({"count": len(removed), "removed": removed, "docker": docker_note})
         return
     if not removed:
         console.print("nothing left behind by dead processes")
@@ -212,7 +236,7 @@ def exec_command(
     except (SandboxError, ValueError) as exc:
         fail(_one_line(exc), 1)
     if as_json:
-        print(result.model_dump_json(indent=2))
+        emit_json(result)
     else:
         console.print(safe(result.stdout), end="", highlight=False, soft_wrap=True)
         errors.print(safe(result.stderr), end="", highlight=False, soft_wrap=True)

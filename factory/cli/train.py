@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from factory.cli.common import JsonOption, RegistryOption, check_backend, console, errors, fail, parse_env_ref, safe
+from factory.cli.common import JsonOption, RegistryOption, check_backend, console, emit_json, errors, fail, parse_env_ref, safe
+from factory.cli.exits import exit_code, mark_reported
 from factory.errors import FactoryError
 
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="train.toml (see trainer/config.py for every key).")]
@@ -32,7 +32,7 @@ def _env_ids(env: Optional[str], train_all: bool, registry: Optional[Path]) -> l
             fail(f"no envs registered in {store.root}; build some with `factory build`")
         return ids
     if not env:
-        fail("name the env to train on (e.g. trace/wifi_on-v0) or pass --all")
+        fail("name the env to train on (e.g. precondition_verification or trace/precondition_verification-v0) or pass --all")
     name, version = parse_env_ref(env, None)
     try:
         return [store.get(name, version).manifest.gym_id]
@@ -41,12 +41,15 @@ def _env_ids(env: Optional[str], train_all: bool, registry: Optional[Path]) -> l
         raise
 
 
-def _progress(label: str, total: int, quiet: bool) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _progress(quiet: bool) -> Any:
+    """A bar on a terminal; in a log, one line per iteration with the time left (iterations take seconds to minutes)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.fields[status]}"), console=errors, transient=False, disable=quiet,
+    from factory.cli.progress import progress_display
+
+    return progress_display(
+        errors, TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TimeElapsedColumn(),
+        TimeRemainingColumn(), TextColumn("{task.fields[status]}"), enabled=not quiet, interval=0.0,
     )
 
 
@@ -57,8 +60,10 @@ def train(
     overrides: Annotated[Optional[list[str]], typer.Option("--set", help="Override a config key, e.g. --set grpo.lr=2e-5 (repeatable).")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run folder (default: runs/<capability>); with --all one sub-folder per env.")] = None,
     iterations: Annotated[Optional[int], typer.Option("--iterations", min=1, help="GRPO iterations (grpo.iterations).")] = None,
+    groups: Annotated[Optional[int], typer.Option("--groups", min=1, help="Seeds per iteration, G (grpo.groups; default 4). Fewer: shorter iterations.")] = None,
+    group_size: Annotated[Optional[int], typer.Option("--group-size", min=2, help="Rollouts per seed, K (grpo.group_size; default 8).")] = None,
     gguf_file: Annotated[Optional[str], typer.Option("--gguf-file", help="GGUF weights file inside --model.")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --output from its last checkpoint.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --output from its last checkpoint (exit 2 if there is none: never a silent restart).")] = False,
     train_all: Annotated[bool, typer.Option("--all", help="Train one adapter per registered capability.")] = False,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint serving --model: collect rollouts with it, no training.")] = None,
     collect_only: Annotated[Optional[Path], typer.Option("--collect-only", help="Write rollouts of the --base-url policy here (JSONL trajectories); no training.")] = None,
@@ -69,19 +74,23 @@ def train(
     """Train a LoRA adapter with multi-turn GRPO on a registered env.
 
     Writes, under the run folder: adapter/ (PEFT format, for PeftModel.from_pretrained or vLLM
-    --lora-modules), metrics.jsonl, reward_curve.png, checkpoints/, summary.json.
+    --lora-modules), metrics.jsonl, reward_curve.png, checkpoints/, summary.json. A checkpoint follows every
+    iteration on small runs; SIGTERM or Ctrl-C stops at the next safe point, checkpoints, and says how to
+    resume (--resume).
 
     Examples:
 
-    factory train trace/wifi_on-v0 --model ./my-model --iterations 40
+    factory train precondition_verification --model ./tiny-model --iterations 2 --groups 1 --group-size 2
+
+    factory train trace/precondition_verification-v0 --model ./my-model --iterations 40
 
     factory train precondition_verification --model Qwen/Qwen3-8B --config train.toml --set grpo.lr=2e-5
 
     factory train --all --model Qwen/Qwen3-8B --output runs/ --json
 
-    factory train wifi_on --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --collect-only rollouts.jsonl
+    factory train precondition_verification --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --collect-only rollouts.jsonl
 
-    accelerate launch --num_processes 4 -m factory.cli train wifi_on --model Qwen/Qwen3-8B
+    accelerate launch --num_processes 4 -m factory.cli train precondition_verification --model Qwen/Qwen3-8B
     """
     from trainer.config import load_config
 
@@ -94,7 +103,7 @@ def train(
     env_ids = _env_ids(env, train_all, registry)
     try:
         settings = load_config(config, overrides, model=model, gguf_file=gguf_file, sandbox=sandbox,
-                               **{"grpo.iterations": iterations})
+                               **{"grpo.iterations": iterations, "grpo.groups": groups, "grpo.group_size": group_size})
     except FactoryError as exc:
         fail(str(exc))
         return
@@ -105,15 +114,44 @@ def train(
         fail("no base model: pass --model PATH (a local folder or a hub id) or set model in --config")
     main = os.environ.get("RANK", "0") == "0"  # under `accelerate launch` only rank 0 talks
     base = output or (Path(settings.output_dir) if settings.output_dir else None)
-    results = []
+    runs = []
     for env_id in env_ids:
         capability = env_id.removeprefix("trace/").rsplit("-v", 1)[0]
         folder = base / capability if base and train_all else base or Path("runs") / capability
-        results.append(_train_one(env_id, settings.model_copy(update={"output_dir": str(folder)}), resume, as_json or not main))
+        runs.append((env_id, settings.model_copy(update={"output_dir": str(folder)})))
+    _preflight(runs, resume)
+    results = []
+    for env_id, run_settings in runs:
+        results.append(_train_one(env_id, run_settings, resume, not main))  # progress on stderr, --json or not
+        if results[-1].get("stopped"):
+            break  # a stop ends the whole command; the envs after it were not started
     if main:
         _report(results, as_json)
+    stopped = next((r for r in results if r.get("stopped")), None)
+    if stopped is not None:
+        mark_reported()
+        raise typer.Exit(stopped["exit_code"])
     if not all(r["ok"] for r in results):
-        raise typer.Exit(1)
+        raise typer.Exit(2 if all(r.get("exit_code") == 2 for r in results if not r["ok"]) else 1)
+
+
+def _preflight(runs: list[tuple[str, Any]], resume: bool) -> None:
+    """Everything a typo could get wrong, before a sandbox starts or a model loads: the model's name, every
+    run folder (writable; holding a run exactly when --resume says so)."""
+    from factory.cli.paths import PathProblem, preflight_folder
+    from factory.preflight import model_problem
+    from trainer.checkpoint import resume_point
+
+    settings = runs[0][1]
+    if problem := model_problem(settings.model):
+        fail(problem)
+    for env_id, run_settings in runs:
+        folder = Path(run_settings.output_dir)
+        try:
+            preflight_folder(folder, "run folder", "pass --output DIR")
+            resume_point(folder, env_id, run_settings, resume)
+        except (PathProblem, FactoryError) as exc:
+            fail(str(exc))
 
 
 def _train_one(env_id: str, settings: Any, resume: bool, quiet: bool) -> dict[str, Any]:
@@ -121,33 +159,70 @@ def _train_one(env_id: str, settings: Any, resume: bool, quiet: bool) -> dict[st
     from sandbox import SandboxError
     from trainer.loop import GRPORun
 
+    from trainer.stop import TrainingStopped
+
     total = settings.grpo.iterations + settings.warm_start.steps
-    with _progress(env_id, total, quiet) as progress:
-        task = progress.add_task(safe(env_id.removeprefix("trace/")), total=total, status="starting")
+    start = _resumed_at(Path(settings.output_dir)) if resume else 0
+    with _progress(quiet) as progress:
+        task = progress.add_task(f"train {safe(env_id.removeprefix('trace/'))}", total=total, status="starting",
+                                 completed=settings.warm_start.steps + start if start else 0)
 
         def advance(row: Any) -> None:
             if row.phase == "warm_start":
-                status = f"warm start loss {row.loss:.3f}"
+                status, done = f"warm start loss {row.loss:.3f}", row.iteration + 1
             else:
                 reward = "-" if row.reward_mean is None else f"{row.reward_mean:.2f}"
                 status = f"reward {reward} 0-var {row.zero_variance_share:.2f}"
-            progress.update(task, advance=1, status=status)
+                done = settings.warm_start.steps + row.iteration + 1  # a resumed run counts on from where it was
+            progress.update(task, completed=done, status=status)
 
         try:
             run = GRPORun(env_id, settings, on_iteration=advance)
             done = run.train(resume=resume)
+        except TrainingStopped as exc:
+            return _stopped(env_id, settings, exc)
         except (FactoryError, SandboxError, OSError) as exc:
             progress.update(task, status="failed")
-            return {"env_id": env_id, "ok": False, "error": str(exc).splitlines()[0], "output_dir": settings.output_dir}
+            return {"env_id": env_id, "ok": False, "error": str(exc).splitlines()[0], "output_dir": settings.output_dir,
+                    "exit_code": exit_code(exc)}
     return {"env_id": env_id, "ok": True, "output_dir": done.output_dir, "adapter": done.adapter_dir, "curve": done.curve,
             "metrics": str(Path(done.output_dir) / "metrics.jsonl"), "summary": done.summary}
+
+
+def _resumed_at(folder: Path) -> int:
+    """The iteration a resumed run starts at (the progress counts on from there)."""
+    from trainer import checkpoint
+
+    found = checkpoint.latest(folder)
+    try:
+        return int(checkpoint.load_state(found)["iteration"]) + 1 if found else 0
+    except (FactoryError, KeyError, TypeError, ValueError):
+        return 0
+
+
+def _stopped(env_id: str, settings: Any, exc: Any) -> dict[str, Any]:
+    """The run was stopped by a signal at a safe point: what is kept, and the command that goes on."""
+    signal_name = "SIGTERM" if exc.signum == 15 else "Ctrl-C" if exc.signum == 2 else f"signal {exc.signum}"
+    if exc.checkpoint is not None:
+        kept = f"iterations up to {exc.finished} are kept (checkpoint {exc.checkpoint})"
+        how = f"run the same command with --resume (--output {settings.output_dir}) to go on from iteration {exc.finished + 1}"
+    else:
+        kept = "no iteration had finished, so there is nothing to resume"
+        how = "run the same command again to start over"
+    message = f"{env_id}: stopped by {signal_name}" + (" (the iteration in progress was abandoned)" if exc.abandoned else "") + f"; {kept}; {how}"
+    return {"env_id": env_id, "ok": False, "stopped": True, "exit_code": exc.exit_code, "error": message,
+            "output_dir": settings.output_dir, "checkpoint": str(exc.checkpoint) if exc.checkpoint else None,
+            "last_iteration": exc.finished}
 
 
 def _report(results: list[dict[str, Any]], as_json: bool) -> None:
     from trainer.report import summary_table
 
     if as_json:
-        print(json.dumps(results if len(results) > 1 else results[0], indent=2, default=str))
+        emit_json(results if len(results) > 1 else results[0])
+        for result in results:
+            if result.get("stopped"):
+                errors.print(f"[yellow]stopped:[/] {safe(result['error'])}", highlight=False, soft_wrap=True)
         return
     console.print(summary_table(results))
     for result in results:
@@ -155,6 +230,8 @@ def _report(results: list[dict[str, Any]], as_json: bool) -> None:
             console.print(f"{safe(result['env_id'])}: adapter {safe(result['adapter'])}", highlight=False, soft_wrap=True)
             if result.get("curve"):
                 console.print(f"  reward curve {safe(result['curve'])}", highlight=False, soft_wrap=True)
+        elif result.get("stopped"):
+            errors.print(f"[yellow]stopped:[/] {safe(result['error'])}", highlight=False, soft_wrap=True)
         else:
             errors.print(f"[bold red]failed:[/] {safe(result['env_id'])}: {safe(result['error'])}", highlight=False, soft_wrap=True)
 
@@ -198,7 +275,7 @@ def _collect(env_ids: list[str], settings: Any, base_url: str, path: Path, as_js
     except FactoryError as exc:
         fail(str(exc))
     if as_json:
-        print(json.dumps({"trajectories": str(path), "envs": counts}, indent=2))
+        emit_json({"trajectories": str(path), "envs": counts})
         return
     from trainer.report import fmt
 

@@ -21,15 +21,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from factory.config_file import read_toml
-from factory.errors import FactoryError
+from factory.errors import InputError
 from factory.evaluate.schema import ALL_ARMS, Arms, EngineSettings, EpisodeSettings, EvalTarget
 from router.schema import RouterConfig
+from schemas.names import CAPABILITY_PATTERN
 from schemas.validation import ValidationConfig
 
 TINY = "tiny"
 
 
-class ConfigError(FactoryError):
+class ConfigError(InputError):
     """A pipeline config that cannot be used; the message names the key and the fix."""
 
 
@@ -45,7 +46,7 @@ class RolloutsSection(EpisodeSettings):
 
 
 class FallbackCapability(_Strict):
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]{1,63}$")
+    name: str = Field(pattern=CAPABILITY_PATTERN)
     description: str | None = None
     target: str | None = None
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 
-from factory.errors import FactoryError
+from factory.errors import InputError
 from factory.pipeline.digests import tree_digest, value_digest
 
 STATE_FILE = "pipeline.json"
@@ -92,7 +92,7 @@ class StateStore:
         try:
             self._lock.acquire(timeout=0)
         except Timeout:
-            raise FactoryError(f"another `factory run` is using {self.run_dir}; wait for it or pass another --run-dir") from None
+            raise InputError(f"another `factory run` is using {self.run_dir}; wait for it or pass another --run-dir") from None
         self.state = self.load()
         return self
 
@@ -107,7 +107,7 @@ class StateStore:
             return PipelineState.model_validate_json(self.path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValidationError) as exc:
             first = str(exc).splitlines()[0]
-            raise FactoryError(f"{self.path} is unreadable ({first}); remove it to run every stage again, or pass another --run-dir") from None
+            raise InputError(f"{self.path} is unreadable ({first}); remove it to run every stage again, or pass another --run-dir") from None
 
     def save(self) -> None:
         from factory.cli.paths import write_atomic

@@ -26,7 +26,7 @@ from env_registry.targets.mcp import parse_server
 from env_registry.targets.runner import GoldCache, TargetRunner
 from env_registry.targets.tasks import Task, select_tasks
 from env_registry.targets.users import UserSimulatorError, user_factory
-from factory.errors import FactoryError
+from factory.errors import FactoryError, interrupt_exit_code
 from factory.rollout.policies import Policy, PolicyError, load_policy
 from factory.rollout.store import RolloutStore, RunSettings
 from factory.rollout.summary import RolloutSummary, summarise
@@ -65,6 +65,18 @@ def episode_seed(seed: int, task_id: str, trial: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+def check_names(config: RolloutConfig, policy: bool = True) -> None:
+    """The policy (unless the caller passes a ``Policy`` object), user and judge specs, by name alone
+    (``InputError`` with the accepted forms): a typo must not surface as a missing API key, or only after the
+    target servers started."""
+    from factory.preflight import check_judge, check_policy, check_user
+
+    if policy:
+        check_policy(config.policy)
+    check_user(config.user)
+    check_judge(config.judge)
+
+
 def resolve(config: RolloutConfig) -> tuple[TargetSpec, list[Task]]:
     server = parse_server(config.server) if config.server else None
     spec = resolve_target(
@@ -89,6 +101,8 @@ class Rollout:
         gold_cache: GoldCache | None = None,
     ) -> None:
         self.config = config
+        check_names(config, policy=policy is None)  # before a server starts or a model loads
+        self.stopped_by: int | None = None  # 130 or 143 when a signal stopped the run
         self.spec, self.tasks = resolve(config)
         self.policy = policy or load_policy(config.policy, temperature=config.temperature, max_tokens=config.max_tokens)
         self.users = user_factory(config.user, temperature=config.temperature)
@@ -158,10 +172,12 @@ class Rollout:
                     passed += trajectory.success
                     if self.progress:
                         self.progress(len(new), len(jobs), passed)
-            except KeyboardInterrupt:  # keep what finished; episodes in flight see `stop` and give up
+            except KeyboardInterrupt as exc:  # keep what finished; episodes in flight see `stop` and give up
+                self.stopped_by = interrupt_exit_code(exc)
                 self.stop.set()
                 for future in futures:
                     future.cancel()
+                self._close_runners()  # an episode blocked on its server (a handshake that never comes) ends now, not at its timeout
             except BaseException:
                 self.stop.set()
                 for future in futures:

@@ -18,7 +18,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from factory.errors import FactoryError
+from factory.errors import InputError
 from schemas.jsonl import jsonl_lines
 from schemas.trajectory import Trajectory
 
@@ -66,12 +66,12 @@ class RolloutStore:
         try:
             self.out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise FactoryError(f"cannot create output folder {self.out}: {exc.strerror or exc}") from None
+            raise InputError(f"cannot create output folder {self.out}: {exc.strerror or exc}; pass another --out") from None
         self._lock = FileLock(str(self.out / LOCK_FILE))
         try:
             self._lock.acquire(timeout=0)
         except Timeout:
-            raise FactoryError(f"another rollout is writing to {self.out}; wait for it or pass another --out") from None
+            raise InputError(f"another rollout is writing to {self.out}; wait for it or pass another --out") from None
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -89,14 +89,14 @@ class RolloutStore:
             try:
                 before = RunSettings.model_validate_json(run_file.read_text(encoding="utf-8"))
             except (ValidationError, OSError, UnicodeDecodeError) as exc:
-                raise FactoryError(f"{run_file} is unreadable ({str(exc).splitlines()[0]}); pass another --out") from None
+                raise InputError(f"{run_file} is unreadable ({str(exc).splitlines()[0]}); pass another --out") from None
             changed = [
                 f"{name} {getattr(before, name)!r} -> {getattr(settings, name)!r}"
                 for name in RunSettings.model_fields
                 if getattr(before, name) != getattr(settings, name)
             ]
             if changed:
-                raise FactoryError(f"{self.out} holds a run with other settings ({'; '.join(changed)}); pass another --out to start a new run")
+                raise InputError(f"{self.out} holds a run with other settings ({'; '.join(changed)}); pass another --out to start a new run")
         finished = self._read_finished(versions)
         self._rewrite(finished)
         self._kept = len(finished)
@@ -109,7 +109,7 @@ class RolloutStore:
         try:
             lines = jsonl_lines(self.path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
-            raise FactoryError(f"cannot read {self.path}: {exc}") from None
+            raise InputError(f"cannot read {self.path}: {exc}; pass another --out") from None
         kept: dict[tuple[str, int], Trajectory] = {}
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -121,12 +121,12 @@ class RolloutStore:
                 if number == len(lines):  # a line cut short by an interrupted write
                     continue
                 first = str(exc).splitlines()[0]
-                raise FactoryError(f"{self.path} line {number} is not a rollout trajectory ({first}); remove that line to resume") from None
+                raise InputError(f"{self.path} line {number} is not a rollout trajectory ({first}); remove that line to resume") from None
             if error_of(trajectory) is not None:
                 continue
             version = versions.get(trajectory.task_id)
             if version is not None and trajectory.metadata.get("task_version") != version:
-                raise FactoryError(
+                raise InputError(
                     f"task {trajectory.task_id} changed since {self.out} was written (task_version differs); pass another --out"
                 )
             kept[(trajectory.task_id, trial)] = trajectory

@@ -103,6 +103,14 @@ def test_cpu_example_runs_every_stage_and_resumes_where_it_was_killed(tmp_path: 
     assert cached.returncode == 0, cached.stderr
     assert {o["action"] for o in json.loads(cached.stdout)["outcomes"]} == {"cached"}
 
+    person = subprocess.run(command(run_dir), cwd=tmp_path, env={**env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=120)
+    assert person.returncode == 0, person.stderr  # without --json: the summary table, then the report's path
+    table = person.stdout[person.stdout.index("factory run:"):]
+    for stage, result in (("rollouts", "5 episodes"), ("analyze", "5 trajectories"), ("build", "1/1 envs registered"),
+                          ("train", f"{CAPABILITY}: last-10 reward"), ("route", "5 tasks routed"), ("eval", "base ")):  # fmt: skip
+        assert stage in table and result in " ".join(table.split()), (stage, table)
+    assert person.stdout.strip().splitlines()[-1] == f"report: {run_dir / 'report' / 'report.md'}"
+
 
 def check_handoffs(run_dir: Path) -> None:
     """Each stage's files are what the next stage used."""

@@ -180,7 +180,7 @@ def test_the_command_ends_an_interrupted_or_failed_stage_in_one_line(
     toys[1].fail_next = error
     monkeypatch.setattr(registry, "STAGES", toys)
     path = tmp_path / "pipeline.toml"
-    path.write_text('model = "m"\n[[targets]]\nname = "tau2-airline"\n')
+    path.write_text('model = "tiny"\n[[targets]]\nname = "tau2-airline"\n')  # "tiny": the model preflight needs no hub
     result = CliRunner().invoke(app, ["run", "--config", str(path), "--run-dir", str(tmp_path / "run")])
     assert result.exit_code == code and result.output.strip().splitlines()[-1] == f"error: {message}"
     assert StateStore(tmp_path / "run").load().stages["b"].status == ("running" if code == 130 else "failed")

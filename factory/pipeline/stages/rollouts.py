@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from factory.evaluate.runner import task_ids
+from factory.errors import Interrupted
 from factory.pipeline.config import PipelineConfig
 from factory.pipeline.digests import tree_digest
 from factory.pipeline.stages.base import Stage, StageContext, StageError, model_key
@@ -69,7 +70,7 @@ class RolloutsStage(Stage):
                     tasks.write_text(json.dumps([t.model_dump(mode="json", exclude_unset=True, by_alias=True) for t in runner.tasks], indent=1) + "\n", encoding="utf-8")
                     summary = runner.run()
                     if summary.interrupted:
-                        raise KeyboardInterrupt
+                        raise Interrupted((runner.stopped_by or 130) - 128)  # which signal: 130 or 143 at the end
                     if summary.episodes and summary.errors == summary.episodes:
                         first = summary.error_examples[0].message if summary.error_examples else "unknown error"
                         raise StageError(f"every rollout on {target.name} ended in an error ({first})")

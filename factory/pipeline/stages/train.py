@@ -62,7 +62,7 @@ class TrainStage(Stage):
                     ctx.progress(f"train · {name}", rows[0], total)
 
                 try:
-                    GRPORun(env["gym_id"], config, on_iteration=tick).train(resume=True)
+                    GRPORun(env["gym_id"], config, on_iteration=tick).train(resume="auto")  # its own folder: resume if it can
                 except FactoryError as exc:  # one env that cannot be trained never stops the others
                     failed[name] = " ".join(str(exc).split())
                     ctx.note(f"train: {name} was not trained ({failed[name]}); it is left out")

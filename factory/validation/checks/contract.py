@@ -5,6 +5,7 @@ from __future__ import annotations
 import jsonschema
 
 from factory.validation.checks.context import CheckContext
+from schemas.names import capability_problem
 from schemas.targets import load_target
 from schemas.tools import interface_diff, strip_free_text
 from schemas.validation import CheckResult, Counterexample
@@ -16,6 +17,8 @@ def check_interface(ctx: CheckContext) -> CheckResult:
     missing = [key for key in REQUIRED_INFO if not ctx.info.get(key)]
     problems = [f"missing {key}" for key in missing]
     if not missing:
+        if problem := capability_problem(ctx.info["capability"]):  # the registry, gym ids and adapters use it as a name
+            problems.append(f"capability {problem}")
         try:
             profile = load_target(ctx.info["target"])
         except KeyError as exc:
