@@ -67,8 +67,8 @@ class ValidationConfig(BaseModel):
     paraphrase_seeds: int = Field(12, ge=0, le=1_000, description="seeds whose reference is played reworded and with reads reordered")
     paraphrase_tolerance: float = Field(0.02, ge=0, le=1, description="how far (share of the reward range) a reworded reference may fall")
     paraphrase_min_share: float = Field(0.9, ge=0, le=1, description="share of reworded references that must keep the reward")
-    exploit_seeds: int = Field(12, ge=1, le=1_000, description="seeds every degenerate policy and reference mutation is played on")
-    exploit_confirm_seeds: int = Field(24, ge=0, le=1_000, description="further seeds the closest exploits are played on before a verdict")
+    exploit_seeds: int = Field(10, ge=1, le=1_000, description="seeds every degenerate policy and reference mutation is played on")
+    exploit_confirm_seeds: int = Field(20, ge=0, le=1_000, description="further seeds the closest exploits are played on before a verdict")
     exploit_max_share: float = Field(0.5, ge=0, le=1, description="highest mean reward a degenerate policy may reach, as a share of the reference's")
     exploit_max_match_share: float = Field(
         0.1, ge=0, le=1, description="share of seeds on which an exploit may match the reference's reward (within exploit_min_drop)"
@@ -165,6 +165,7 @@ class ValidationReport(BaseModel):
     run_seed: int | None = Field(None, description="the seed the run's seeds were drawn with: --set run_seed=N repeats them")
     off_target: bool = Field(False, description="the env trains on a tool domain of its own, not its target's tools")
     workers: int = Field(1, description="sandbox workers the gate ran on")
+    worker_cpu_s: float | None = Field(None, description="CPU seconds the env workers used, all lanes together")
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     status: Literal["passed", "failed"] = "failed"
 

@@ -227,6 +227,13 @@ def memory(params: dict[str, Any]) -> dict[str, Any]:
     return gate_probe.memory_probe(DRIVER, plan, int(params.get("rounds", 6)))
 
 
+def usage(params: dict[str, Any]) -> dict[str, Any]:
+    """CPU seconds this worker has used (the gate reports its cost independent of the machine's load)."""
+    import time
+
+    return {"cpu_s": round(time.process_time(), 3)}
+
+
 def reset(params: dict[str, Any]) -> dict[str, Any]:
     runner = EpisodeRunner(_env())
     _state["runner"] = runner
@@ -243,5 +250,5 @@ def step(params: dict[str, Any]) -> dict[str, Any]:
 
 METHODS = {
     "load": load, "generate": generate, "solution": solution, "episode": episode, "reset": reset, "step": step,
-    "episodes": episodes, "survey": survey, "memory": memory, "timing": timing,
+    "episodes": episodes, "survey": survey, "memory": memory, "timing": timing, "usage": usage,
 }

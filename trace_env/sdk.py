@@ -179,7 +179,7 @@ _NEGATION = re.compile(
     r"(?:not|no|never|cannot|can't|won't|isn't|aren't|wasn't|weren't|don't|doesn't|didn't|hasn't|haven't|hadn't|"
     r"shouldn't|couldn't|wouldn't|unable|without|neither|nor)"
 )
-_CLAUSE = re.compile(r"[.!?;:\n]|\bbut\b")
+_CLAUSE = re.compile(r"[.!?;:,\n]|\bbut\b|\bso\b|\band\b")
 
 
 def negated(text: str, start: int, window: int = 4) -> bool:
@@ -484,5 +484,12 @@ class TaskEnv:
         return getattr(self, attribute) if attribute else None
 
     def initial_state(self, scenario: Scenario) -> dict[str, Any]:
-        """A private copy of the scenario's state, so an episode never edits the scenario itself."""
-        return copy.deepcopy(scenario.state)
+        """A private copy of the scenario's state, so an episode never edits the scenario itself (a JSON round
+        trip where the state is plain JSON, as it always is inside the sandbox: several times faster than
+        ``deepcopy`` on big states)."""
+        try:
+            text = json.dumps(scenario.state)
+        except (TypeError, ValueError):
+            return copy.deepcopy(scenario.state)
+        copied = json.loads(text)
+        return copied if copied == scenario.state else copy.deepcopy(scenario.state)

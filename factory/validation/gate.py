@@ -81,7 +81,7 @@ def validate_source(
     backend_name, warning = resolve_backend(backend), None
     capability = target = None
     env_info = None
-    lanes_used = 1
+    lanes_used, worker_cpu = 1, None
     if findings:
         skip_rest("the static check failed")
     else:
@@ -107,6 +107,7 @@ def validate_source(
             try:
                 alive = _run_checks(ctx, open_env, record, notify, skip_rest)
                 lanes_used = len(lanes.envs)
+                worker_cpu = _usage(lanes.envs + ([fresh.env] if fresh.env is not None else []))
                 if alive:
                     _recheck(ctx, results)
                 if calibration_policy is not None and alive:
@@ -138,7 +139,20 @@ def validate_source(
         run_seed=run_seed,
         off_target=bool(env_info and env_info.get("tool_domain")),
         workers=lanes_used,
+        worker_cpu_s=worker_cpu,
     )
+
+
+def _usage(envs: list[SandboxedEnv]) -> float | None:
+    """CPU seconds the workers used, summed (None when one cannot say)."""
+    total = 0.0
+    for env in envs:
+        try:
+            answer = env.call("usage", {}, timeout_s=5)
+            total += float(answer["cpu_s"])
+        except Exception:  # a dead or hostile worker: the figure is a courtesy
+            return None
+    return round(total, 3)
 
 
 def _run_checks(

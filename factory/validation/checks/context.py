@@ -152,7 +152,7 @@ class CheckContext:
         c = self.config
         return {"seeds": chunk, "deadline_s": deadline_s,
                 "parrot": [s for s in chunk if self.index[s] < c.leak_seeds],
-                "masked": [s for s in chunk if self.index[s] < max(c.diversity_seeds, c.necessity_seeds)],
+                "masked": [s for s in chunk if self.index[s] < c.diversity_seeds],
                 "world": [s for s in chunk if self.index[s] < c.world_seeds]}
 
     def _chunk(self, count: int) -> int:

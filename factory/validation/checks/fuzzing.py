@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
-from factory.validation.checks.context import WORKER_FAILURES, BudgetExceeded, CheckContext
+from factory.validation.checks.context import CheckContext
 
 
 def hypothesis_settings(ctx: CheckContext, examples: int | None = None) -> settings:
@@ -23,33 +23,40 @@ def hypothesis_settings(ctx: CheckContext, examples: int | None = None) -> setti
     )
 
 
-def search(ctx: CheckContext, strategy: st.SearchStrategy[tuple[int, list[Any]]], is_failure: Callable[[Any], bool],
-           examples: int | None = None) -> Any | None:
-    """The first ``(seed, turns)`` Hypothesis generates that fails, minimised; None when none fails.
+def draw(ctx: CheckContext, strategy: st.SearchStrategy[Any], examples: int | None = None) -> list[Any]:
+    """The examples Hypothesis generates for ``strategy``, in order: the same ones a search that never fails
+    would try (derandomized, generate phase only), drawn up front so they can be played in batches."""
+    cases: list[Any] = []
 
-    Hypothesis searches; the minimising is ours (:func:`minimise`): its shrinker replays thousands of
-    nested action sequences on the host, tens of seconds where dropping turns and calls one at a time
-    finds the same short counterexample in a few episodes. A slow, hung or dead worker ends the search
-    at once (it must not be replayed) and is raised when Hypothesis is done.
-    """
-    stopped: list[BaseException] = []
-
-    def condition(value: Any) -> bool:
-        if stopped:
-            return False
-        try:
-            return bool(is_failure(value))
-        except (BudgetExceeded, WORKER_FAILURES) as exc:
-            stopped.append(exc)
-            return False
+    def collect(value: Any) -> bool:
+        cases.append(value)
+        return False
 
     try:
-        found = find(strategy, condition, settings=hypothesis_settings(ctx, examples))
+        find(strategy, collect, settings=hypothesis_settings(ctx, examples))
     except (NoSuchExample, Unsatisfiable):
-        found = None
-    if stopped:
-        raise stopped[0]
-    return None if found is None else minimise(found, is_failure)
+        pass
+    return cases
+
+
+def search(ctx: CheckContext, strategy: st.SearchStrategy[tuple[int, list[Any]]], play: Callable[[list[Any]], list[Any]],
+           fails: Callable[[Any], bool], examples: int | None = None) -> tuple[int, list[Any]] | None:
+    """The first ``(seed, turns)`` Hypothesis generates that fails, minimised; None when none fails.
+
+    The examples are drawn first and played in batches spread over the lanes (``play`` returns one result
+    per case, ``fails`` judges one): the first failing one in Hypothesis' order is the one a one-by-one
+    search would have found, on any number of lanes. Hypothesis searches; the minimising is ours
+    (:func:`minimise`): its shrinker replays thousands of nested action sequences on the host, tens of
+    seconds where dropping turns and calls one at a time finds the same short counterexample in a few
+    episodes. A slow, hung or dead worker ends the search (BudgetExceeded or a worker failure is raised).
+    """
+    cases = draw(ctx, strategy, examples)
+    for start in range(0, len(cases), 32):  # a failure early in the list stops the rest
+        chunk = cases[start:start + 32]
+        for case, result in zip(chunk, play(chunk)):
+            if fails(result):
+                return minimise(case, lambda c: fails(play([c])[0]))
+    return None
 
 
 def minimise(case: tuple[int, list[Any]], is_failure: Callable[[Any], bool], budget: int = 40) -> tuple[int, list[Any]]:

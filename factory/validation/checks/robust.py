@@ -13,7 +13,7 @@ from factory.validation.checks.fuzzing import search
 from fuzz.strategies import turn as garbage_turn
 from schemas.validation import CheckResult, Counterexample, GenerateTiming, MemoryProbe
 
-MEMORY_ROUNDS = 4  # x2: the first half warms caches up, the second is measured
+MEMORY_ROUNDS = 3  # x2: the first half warms caches up, the second is measured
 MEMORY_SLOTS = 3  # different seeds played in turn: state one leaves behind shows in another
 _TIMINGS = TypeAdapter(list[GenerateTiming])
 
@@ -35,7 +35,7 @@ def check_robustness(ctx: CheckContext) -> CheckResult:
     if rows:
         fuzz_seeds = st.sampled_from([r.seed for r in rows[:16]])
         garbage = st.tuples(fuzz_seeds, st.lists(garbage_turn(ctx.info["tools"]), min_size=1, max_size=6))
-        bad = search(ctx, garbage, lambda case: bool(ctx.play(case[0], case[1], where="malformed input").env_errors))
+        bad = search(ctx, garbage, lambda cases: ctx.play_many(cases, where="malformed input"), lambda result: bool(result.env_errors))
         if bad is not None:
             errors = ctx.play(bad[0], bad[1], where="malformed input").env_errors
             first = errors[0] if errors else {"where": "?", "error": "?"}
@@ -89,6 +89,10 @@ def _memory(ctx: CheckContext, rows: list[Any]) -> tuple[str, tuple[str, Counter
             return figure, (f"replaying seed {row.seed} in one worker, between episodes of other seeds, changed its transcript: "
                             "state survives from one episode into the next (class attributes, module globals, a shared "
                             "scenario); keep per-episode data in the episode's state", example)
+        if transcripts and transcripts[0] != row.reference.transcript:
+            example.detail = "the survey's first play and every replay in a busier worker disagree"
+            return figure, (f"seed {row.seed} replayed after other episodes differs from its first play: state survives from "
+                            "one episode into the next (class attributes, module globals, a shared scenario)", example)
         if fresh is not None and fresh.transcript is not None and transcripts and transcripts[0] != fresh.transcript:
             example.detail = "a worker that served hundreds of episodes and a fresh one disagree"
             return figure, (f"seed {row.seed} played in a worker that has served other episodes differs from the same episode in "
@@ -138,7 +142,7 @@ def check_user_paths(ctx: CheckContext) -> CheckResult:
     rows = ctx.generated(min(c.user_path_seeds, len(ctx.seeds)))
     if not rows:
         return CheckResult(name="user_paths", passed=False, message=NO_SEEDS)
-    steps = int(ctx.info["max_steps"])
+    steps = min(int(ctx.info["max_steps"]), c.max_steps_limit)  # a longer max_steps is robustness' finding
     plan = []
     for row in rows:
         for name, lines in PATHS.items():

@@ -90,10 +90,8 @@ def check_reward_bounds(ctx: CheckContext) -> CheckResult:
     seeds = st.sampled_from(good)
     strategy = st.tuples(seeds, realistic_sequences(ctx.info["tools"]))
 
-    def out_of_bounds(case: tuple[int, list[Any]]) -> bool:
-        return ctx.reward_is_bad(ctx.play(case[0], case[1], templates=True, where="realistic fuzzing").reward)
-
-    bad = search(ctx, strategy, out_of_bounds)
+    bad = search(ctx, strategy, lambda cases: ctx.play_many(cases, templates=True, where="realistic fuzzing"),
+                 lambda result: ctx.reward_is_bad(result.reward))
     fuzzed = ctx.episodes_run - before
     low, high = ctx.reward_range()
     figure = f"{ctx.episodes_run} episodes observed ({fuzzed} realistic fuzz), rewards in [{low:.3f}, {high:.3f}]"

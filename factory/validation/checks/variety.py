@@ -73,8 +73,9 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
     ours = [r for r in ctx.survey(count) if r.error is None and r.reference is not None]
     fresh = ctx.fresh_env()
     runner = SandboxedRunner(fresh)
-    compared = 0
-    for row in ours:
+    compared, found = 0, None
+    failing: list[int] = []
+    for row in ours:  # every seed, even after a difference: robustness compares its replays with these
         plan: list[tuple[str, list[Any] | None, Any]] = []
         if row.skipping is not None:
             plan.append(("the skipping transcript", row.skipping.turns, row.skipping))
@@ -93,18 +94,24 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
             elif run.messages != theirs.messages_digest or (run.reward is not None and run.reward != theirs.reward):
                 problem = what
             if problem is not None:
-                return CheckResult(
-                    name="determinism", passed=False, seeds=len(ours), episodes=compared,
-                    figure=f"{problem} of seed {row.seed} differs between a fresh worker driven like training and the gate's",
-                    message=f"{problem} differs for the same seed and actions between a fresh worker driven like training "
-                    "(reset and step only, its own hash seed) and a worker that had served other episodes: use only "
-                    "self.rng(seed) for randomness, keep no random generator or state on the env object, its class or the "
-                    "module, never read the clock, never let content depend on the order of a set of strings or on hash(), "
-                    "and behave the same whoever calls",
-                    counterexample=Counterexample(seed=row.seed, actions=(turns or []) if "transcript" in problem else [],
-                                                  detail=_explain(ctx, fresh, row, problem, turns or [])),
-                    failing_seeds=[row.seed],
-                )
+                if row.seed not in failing:
+                    failing.append(row.seed)
+                found = found or (row, problem, turns or [])
+    if found is not None:
+        row, problem, turns = found
+        return CheckResult(
+            name="determinism", passed=False, seeds=len(ours), episodes=compared,
+            figure=f"{problem} of seed {row.seed} differs between a fresh worker driven like training and the gate's "
+            f"({len(failing)}/{len(ours)} seeds differ)",
+            message=f"{problem} differs for the same seed and actions between a fresh worker driven like training "
+            "(reset and step only, its own hash seed) and a worker that had served other episodes: use only "
+            "self.rng(seed) for randomness, keep no random generator or state on the env object, its class or the "
+            "module, never read the clock, never let content depend on the order of a set of strings or on hash(), "
+            "and behave the same whoever calls",
+            counterexample=Counterexample(seed=row.seed, actions=turns if "transcript" in problem else [],
+                                          detail=_explain(ctx, fresh, row, problem, turns)),
+            failing_seeds=failing,
+        )
     return CheckResult(
         name="determinism", passed=True, seeds=len(ours), episodes=compared,
         figure=f"{len(ours)} seeds identical in a fresh worker driven like training (scenarios, first observations, "
@@ -139,7 +146,7 @@ def check_diversity(ctx: CheckContext) -> CheckResult:
         return CheckResult(name="diversity", passed=False, figure=f"{len(rows)} scenarios", message=NO_SEEDS)
     raw = len({r.fingerprint for r in rows})
     masked = Counter(r.masked_fingerprint for r in rows)
-    truths = len({r.masked_truth_digest for r in rows})
+    truths = len({r.truth_digest for r in rows})
     decisions = Counter(r.reference.decision for r in rows if r.reference is not None)
     patterns = len({tuple(r.reference.pattern) for r in rows if r.reference is not None})
     share = raw / max(1, len(rows))
@@ -151,7 +158,7 @@ def check_diversity(ctx: CheckContext) -> CheckResult:
         problems.append(f"with ids and names masked only {len(masked)} distinct scenario(s) remain: seeds differ only in ids or names")
         counterexample = Counterexample(seed=twins[0], detail=f"seeds {twins} are the same scenario once ids and names are masked")
     if truths <= 1:
-        problems.append("the ground truth is the same for every seed (ids and names masked)")
+        problems.append("the ground truth is the same for every seed")
     if len(decisions) < c.diversity_min_patterns:
         problems.append(f"the reference decides the same on every seed ({len(decisions)} distinct decision(s): the same calls "
                         "with the same arguments, the same state change and the same answer, ids and names masked); vary which "
