@@ -44,9 +44,7 @@ class TinyCancel(sdk.TaskEnv):
     def evaluate(self, episode):
         rid = episode.scenario.user["reservation_id"]
         cancelled = episode.state["reservations"][rid]["status"] == "cancelled"
-        looked = [r.step for r in episode.calls("get_reservation_details") if r.arguments.get("reservation_id") == rid]
-        acted = [r.step for r in episode.calls("cancel_reservation")]
-        checked = bool(looked) and (not acted or min(looked) < min(acted))  # looked up in an earlier turn than it acted
+        checked = episode.called("get_reservation_details", reservation_id=rid)
         return sdk.Reward(
             components={"state": float(cancelled == episode.scenario.truth["cancel"]), "checked": float(checked)},
             weights={"state": 1.0, "checked": 1.0},

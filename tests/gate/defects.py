@@ -65,7 +65,7 @@ DEFECTS: dict[str, Defect] = {
     ),
     "schema_type_differs": Defect(
         "schema_fidelity", "a tool schema changed from the target's (an id typed as integer)", base="tiny",
-        also=("solvability", "reward_sensitivity"),
+        also=("solvability", "reward_sensitivity", "exploit_search"),
         patches=(("    def evaluate(self, episode):",
                   "    def tools(self):\n        schemas = super().tools()\n"
                   "        schemas[1]['function']['parameters']['properties']['reservation_id']['type'] = 'integer'\n"
@@ -367,8 +367,9 @@ DEFECTS: dict[str, Defect] = {
         "reward checks the status only", base="kit", needs_actions=True,
         patches=(("    def evaluate(self, episode):",
                   "    @sdk.tool\n    def cancel_reservation(self, db, reservation_id):\n"
+                  "        if reservation_id not in db['reservations']:\n            raise sdk.ToolError('Reservation not found')\n"
                   "        record = db['reservations'][reservation_id]\n        record['status'] = 'cancelled'\n"
-                  "        return airline.reservation_view(record)\n\n    def evaluate(self, episode):"),
+                  "        return airline.get_reservation_details(db, reservation_id)\n\n    def evaluate(self, episode):"),
                  ('            exact = episode.state["reservations"][rid] == expected["reservations"][rid]', "            exact = cancelled")),
     ),
     "tool_description_of_another_version": Defect(
@@ -419,7 +420,7 @@ DEFECTS: dict[str, Defect] = {
         "budget", "looking up a well-formed but unknown id scans for about 1 s", needs_actions=True,
         patches=((GET_TOOL, '    def get_reservation_details(self, state, reservation_id):\n'
           '        if reservation_id not in state["reservations"]:\n'
-          f'            if len(reservation_id) == 6 and reservation_id.isupper():\n                [{SPIN} for _ in range(10)]\n'
+          f'            if len(reservation_id) == 6 and reservation_id.isupper():\n                [{SPIN} for _ in range(30)]\n'
           '            raise sdk.ToolError("Reservation not found")'),),
     ),
 }

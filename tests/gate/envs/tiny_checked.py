@@ -51,9 +51,11 @@ class TinyCancel(sdk.TaskEnv):
         looked = [r.step for r in episode.calls("get_reservation_details") if r.arguments.get("reservation_id") == rid]
         acted = [r.step for r in episode.calls("cancel_reservation")]
         checked = bool(looked) and (not acted or min(looked) < min(acted))  # looked up in an earlier turn than it acted
+        said = ("cancelled", "canceled") if episode.scenario.truth["cancel"] else ("cannot", "can't")
+        told = any(episode.said(word) for word in said)
         return sdk.Reward(
-            components={"state": float(cancelled == episode.scenario.truth["cancel"]), "checked": float(checked)},
-            weights={"state": 1.0, "checked": 1.0},
+            components={"state": float(cancelled == episode.scenario.truth["cancel"]), "checked": float(checked), "told": float(told)},
+            weights={"state": 1.0, "checked": 0.5, "told": 1.0}, gates={"looked_first": 1.0 if checked else 0.5},
         )
 
     def reference_solution(self, scenario):
