@@ -47,7 +47,10 @@ def one(env: str, backend: str, run_seed: int) -> None:
     host = own.ru_utime + own.ru_stime
     workers = getattr(report, "worker_cpu_s", None)
     checks = {c.name: c.seconds for c in report.checks}
-    print(json.dumps({"status": report.status, "seconds": round(wall, 3), "host_cpu": round(host, 3), "worker_cpu": workers, "checks": checks,
+    found = next((c for c in report.checks if c.name == "exploit_search"), None)
+    closest = None if found is None or "closest" not in found.data else {
+        k: found.data[k] for k in ("closest", "closest_family", "closest_mean_share", "closest_match_share")}
+    print(json.dumps({"status": report.status, "seconds": round(wall, 3), "host_cpu": round(host, 3), "worker_cpu": workers, "checks": checks, "closest_exploit": closest,
                       "failures": [f"{c.name}: {c.message[:120]}" for c in report.failures()]}))
 
 
@@ -74,7 +77,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="", help="a git revision to compare with, run interleaved (e.g. 966b3f8)")
     parser.add_argument("--hog", action="store_true", help="keep one busy-looping process running beside the gate")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--only", default="", help="comma-separated env names (blueprints, tiny_cancel, cancellation_eligibility)")
+    parser.add_argument("--only", default="", help="comma-separated env names (blueprints, tiny_checked, cancellation_eligibility)")
     parser.add_argument("--run-seed", type=int, default=12345, help="the gate's run_seed (the same seeds in every run)")
     parser.add_argument("--one", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -117,6 +120,7 @@ def main() -> None:
                 row[name] = {"seconds": round(wall, 2), "host_cpu": round(host, 2),
                              "worker_cpu": round(statistics.median(workers), 2) if workers else None,
                              "exploit_share": round(exploit / wall, 3) if wall else 0, "status": items[-1]["status"],
+                             "closest_exploit": items[-1].get("closest_exploit"),
                              "failures": items[-1]["failures"]}
             rows.append(row)
             parts = [f"{name} {row[name]['status']} {row[name]['seconds']:5.1f}s (host cpu {row[name]['host_cpu']:4.1f}s"
@@ -125,6 +129,10 @@ def main() -> None:
             extra = f"  exploit search {row['new']['exploit_share']:.0%} of the gate"
             ratio = f"  new/base {row['new']['seconds'] / row['base']['seconds']:.2f}" if "base" in row else ""
             print(f"{env:28s} " + " | ".join(parts) + ratio + extra + f"  (load {row['load']})", flush=True)
+            closest = row["new"].get("closest_exploit")
+            if closest:
+                print(f"    closest exploit: {closest['closest']} ({closest['closest_family']}): mean "
+                      f"{closest['closest_mean_share']:.2f} of the reference, matches on {closest['closest_match_share']:.0%} of seeds", flush=True)
             for failure in row["new"]["failures"]:
                 print(f"    FAIL {failure}", flush=True)
     finally:

@@ -25,7 +25,7 @@ def test_previous_release_tiny_env_is_rejected_for_a_reward_hole(tiny_source: st
     report = validate_source(tiny_source, config=FAST, backend=BACKEND)
     assert {c.name for c in report.failures()} == {"exploit_search"}
     found = next(c for c in report.checks if c.name == "exploit_search")
-    assert found.data["closest"] == "read_and_shrug" and found.data["closest_mean_share"] > 0.5
+    assert found.data["per_exploit"]["read_and_shrug"]["mean_share"] > 0.5
     assert found.counterexample.reproduced and found.counterexample.transcript
 
 
