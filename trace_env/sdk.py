@@ -179,7 +179,7 @@ _NEGATION = re.compile(
     r"(?:not|no|never|cannot|can't|won't|isn't|aren't|wasn't|weren't|don't|doesn't|didn't|hasn't|haven't|hadn't|"
     r"shouldn't|couldn't|wouldn't|unable|without|neither|nor)"
 )
-_CLAUSE = re.compile(r"[.!?;:,\n]|\bbut\b|\bso\b|\band\b")
+_CLAUSE = re.compile(r"[.!?;:\n]|\bbut\b|\bso\b|\band\b")
 
 
 def negated(text: str, start: int, window: int = 4) -> bool:

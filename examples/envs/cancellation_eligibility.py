@@ -76,7 +76,8 @@ class CancellationEligibilityEnv(airline.AirlineTools, sdk.TaskEnv):
         airline.cancel_reservation(expected, rid)  # one cancellation, as the target records it (refunds included)
         decided = episode.first_index("cancel_reservation")
         read = episode.first_index("get_reservation_details", reservation_id=rid)
-        components = {"verified_first": float(read is not None and (decided is None or read < decided))}
+        verified = read is not None and (decided is None or read < decided)
+        components = {}
         spoken = text.normalise(episode.assistant_text)
         if truth["eligible"]:
             exact = episode.state["reservations"][rid] == expected["reservations"][rid]
@@ -87,9 +88,11 @@ class CancellationEligibilityEnv(airline.AirlineTools, sdk.TaskEnv):
             components["rule_explained"] = float(refused and text.hits_groups(spoken, words))
         others = [key for key, record in episode.state["reservations"].items()
                   if key != rid and record != scenario.state["reservations"][key]]
-        # Gates: cancelling what the policy forbids, or touching another reservation, zeroes the reward.
+        # Gates: cancelling what the policy forbids, or touching another reservation, zeroes the reward; deciding
+        # without reading the reservation first halves it (reading alone earns nothing).
         return sdk.Reward(components=components, gates={"allowed": 0.0 if cancelled and not truth["eligible"] else 1.0,
-                                                        "others_untouched": 0.0 if others else 1.0})
+                                                        "others_untouched": 0.0 if others else 1.0,
+                                                        "verified_first": 1.0 if verified else 0.5})
 
     def reference_solution(self, scenario):
         rid, truth = scenario.user["reservation_id"], scenario.truth
