@@ -13,7 +13,7 @@ from factory.validation.checks.fuzzing import search
 from fuzz.strategies import turn as garbage_turn
 from schemas.validation import CheckResult, Counterexample, GenerateTiming, MemoryProbe
 
-MEMORY_ROUNDS = 3  # x2: the first half warms caches up, the second is measured
+MEMORY_ROUNDS = 2  # x2: the first half warms caches up, the second is measured
 MEMORY_SLOTS = 3  # different seeds played in turn: state one leaves behind shows in another
 _TIMINGS = TypeAdapter(list[GenerateTiming])
 

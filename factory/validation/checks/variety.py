@@ -65,7 +65,8 @@ def first_difference(a: Any, b: Any, path: str = "") -> str:
 def check_determinism(ctx: CheckContext) -> CheckResult:
     """The survey's first seeds replayed in a fresh worker started exactly as training starts one (its own
     random hash seed, the same module name) and driven exactly as the trainer drives it: ``reset`` and one
-    ``step`` per turn, nothing else; the solutions in the other order. Every scenario, first observation,
+    ``step`` per turn, nothing else; the first-message-only agent before the reference, where the gate's
+    workers played the reference first. Every scenario, first observation,
     transcript and reward must equal what the gate's own (reused) workers saw. This is the one-path check:
     an env that behaves one way under the gate and another in training, that keeps a random generator or
     state on its object or class, reads the clock, or depends on string hashing, differs here."""
@@ -77,11 +78,9 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
     failing: list[int] = []
     for row in ours:  # every seed, even after a difference: robustness compares its replays with these
         plan: list[tuple[str, list[Any] | None, Any]] = []
-        if row.skipping is not None:
-            plan.append(("the skipping transcript", row.skipping.turns, row.skipping))
-        plan.append(("the reference transcript", row.reference.turns, row.reference))  # type: ignore[union-attr]
-        if row.parrot is not None:
+        if row.parrot is not None:  # first, where the gate played it last: another sequence before the reference
             plan.append(("the first-message-only transcript", None, row.parrot))
+        plan.append(("the reference transcript", row.reference.turns, row.reference))  # type: ignore[union-attr]
         for what, turns, theirs in plan:
             run = ctx.fresh_call(lambda: replay(runner, row.seed, turns), row.seed, turns or [])
             compared += 1
@@ -96,7 +95,7 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
             if problem is not None:
                 if row.seed not in failing:
                     failing.append(row.seed)
-                found = found or (row, problem, turns or [])
+                found = found or (row, problem, turns if turns is not None else [{"content": row.first_message, "calls": []}])
     if found is not None:
         row, problem, turns = found
         return CheckResult(
