@@ -9,6 +9,7 @@ checked by shape (:mod:`schemas.wire`) before anything uses it: a malformed one 
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from typing import Any
 
 from trace_env.engine import StepResult
@@ -19,6 +20,14 @@ from sandbox.leftovers import reap_once
 from schemas.wire import MalformedReply, check_reply
 
 HANDLER = "trace_env.handler"
+ENV_MODULE = "trace_env_module"
+"""The name every worker loads env source under: one name, so nothing in a worker tells which caller started it."""
+
+
+def random_hash_seed() -> int:
+    """A ``PYTHONHASHSEED`` for one worker. Every worker gets its own (training's, the gate's, the
+    router's alike): a check that compares two hash seeds is then no condition an env could detect."""
+    return 1 + secrets.randbelow(2**32 - 2)
 
 
 def action_to_json(action: Any) -> Any:
@@ -37,7 +46,13 @@ def action_to_json(action: Any) -> Any:
 
 
 class SandboxedEnv:
-    """One env loaded in one sandbox worker. Use as a context manager, or call :meth:`close`."""
+    """One env loaded in one sandbox worker. Use as a context manager, or call :meth:`close`.
+
+    The one constructor of every env worker, training's and the gate's: the same sandbox, the same worker
+    command, a random hash seed (``hash_seed`` fixes one only for tests) and the env loaded under the same
+    module name (``module_name`` is accepted for callers of earlier releases and not sent), so an env sees
+    nothing that tells the gate from training.
+    """
 
     def __init__(
         self,
@@ -54,10 +69,9 @@ class SandboxedEnv:
         reap_once()  # sandboxes left behind by processes that died (kill -9) before this one opens its own
         self.sandbox: Sandbox = open_sandbox(backend, limits)
         try:
-            self.worker: Worker = self.sandbox.start_worker(HANDLER, hash_seed=hash_seed)
-            self.info: dict[str, Any] = self.call(
-                "load", {"source": source, "module_name": module_name}, timeout_s=load_timeout_s
-            )
+            self.hash_seed = random_hash_seed() if hash_seed is None else int(hash_seed)
+            self.worker: Worker = self.sandbox.start_worker(HANDLER, hash_seed=self.hash_seed)
+            self.info: dict[str, Any] = self.call("load", {"source": source, "module_name": ENV_MODULE}, timeout_s=load_timeout_s)
         except BaseException:
             self.sandbox.close()
             raise

@@ -22,6 +22,13 @@ from typing import Any
 FILLER_TEXTS = ("Let me check that for you.", "Is there anything else I should know?", "One moment please.")
 FILLER_TOOL = "gate_filler_noop"
 FILLER_TURN = {"content": None, "calls": [{"name": FILLER_TOOL, "arguments": {}}]}
+FILLER_TOOLS = (FILLER_TOOL, "noop_check", "lookup_nothing", "gate_placeholder")
+
+
+def filler_turn(rng: random.Random | None = None) -> dict[str, Any]:
+    """A call to a tool that does not exist (an error observation; the episode goes on), its name drawn from
+    ``rng`` so an env cannot recognise the probe by name."""
+    return {"content": None, "calls": [{"name": rng.choice(FILLER_TOOLS) if rng else FILLER_TOOL, "arguments": {}}]}
 
 
 def _calls(turn: Any) -> list[dict[str, Any]]:

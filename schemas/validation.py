@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
 from pydantic_core import PydanticCustomError
@@ -57,8 +57,25 @@ class ValidationConfig(BaseModel):
     diversity_seeds: int = Field(100, ge=2, le=10_000)
     diversity_min_share: float = Field(0.95, ge=0, le=1, description="distinct scenarios among the seeds")
     diversity_min_masked: int = Field(2, ge=1, le=10_000, description="distinct scenarios once ids and names are masked")
-    diversity_min_patterns: int = Field(2, ge=1, le=10_000, description="distinct reference action patterns (tools called, per turn)")
+    diversity_min_patterns: int = Field(
+        2, ge=1, le=10_000,
+        description="distinct reference decisions: calls with their arguments, state changes and yes/no answers, ids and names masked",
+    )
     determinism_seeds: int = Field(16, ge=1, le=1_000, description="seeds replayed in a second worker with another hash seed")
+    world_seeds: int = Field(16, ge=0, le=1_000, description="seeds whose reference is replayed with the target kit's tools and whose state is checked against the world's invariants")
+    truth_seeds: int = Field(32, ge=0, le=1_000, description="seeds whose truth is recomputed (derive_truth) after the reference's reads")
+    paraphrase_seeds: int = Field(12, ge=0, le=1_000, description="seeds whose reference is played reworded and with reads reordered")
+    paraphrase_tolerance: float = Field(0.02, ge=0, le=1, description="how far (share of the reward range) a reworded reference may fall")
+    paraphrase_min_share: float = Field(0.9, ge=0, le=1, description="share of reworded references that must keep the reward")
+    exploit_seeds: int = Field(10, ge=1, le=1_000, description="seeds every degenerate policy and reference mutation is played on")
+    exploit_confirm_seeds: int = Field(20, ge=0, le=1_000, description="further seeds the closest exploits are played on before a verdict")
+    exploit_max_share: float = Field(0.5, ge=0, le=1, description="highest mean reward a degenerate policy may reach, as a share of the reference's")
+    exploit_max_match_share: float = Field(
+        0.1, ge=0, le=1, description="share of seeds on which an exploit may match the reference's reward (within exploit_min_drop)"
+    )
+    exploit_min_drop: float = Field(0.01, gt=0, le=1, description="how far below the reference (share of the reward range) counts as lower")
+    user_path_seeds: int = Field(4, ge=0, le=1_000, description="seeds on which the simulated user is driven down its other paths")
+    observation_max_chars: int = Field(50_000, ge=1_000, le=10_000_000, description="longest observation one step may return")
     sensitivity_seeds: int = Field(8, ge=1, le=1_000, description="seeds whose reference solution is mutated")
     sensitivity_min_drop: float = Field(0.1, gt=0, le=1, description="how far a mutant's reward must fall below the reference's")
     sensitivity_min_share: float = Field(0.75, ge=0, le=1, description="share of seeds on which each kind of mutant must fall")
@@ -71,8 +88,11 @@ class ValidationConfig(BaseModel):
     )
     fuzz_examples: int = Field(60, ge=1, le=10_000, description="Hypothesis examples per fuzzing check")
     load_timeout_s: float = Field(5.0, gt=0, le=3_600)
-    reset_budget_ms: float = Field(200.0, gt=0, le=600_000, description="CPU ms of generate + reset, judged at the 95th percentile")
-    step_budget_ms: float = Field(100.0, gt=0, le=600_000, description="CPU ms of one step, judged at the 95th percentile")
+    reset_budget_ms: float = Field(
+        200.0, gt=0, le=600_000, description="ms of generate + reset (wall time less waiting for a CPU), judged at the 95th percentile"
+    )
+    step_budget_ms: float = Field(100.0, gt=0, le=600_000, description="ms of one step (wall time less waiting for a CPU), judged at the 95th percentile")
+    generate_timing_seeds: int = Field(32, ge=0, le=100_000, description="seeds generate() is timed on uncached (stops at the first slow one)")
     budget_max_factor: float = Field(5.0, ge=1, le=1_000, description="no single call may take more than this times its budget")
     max_steps_limit: int = Field(100, ge=1, le=10_000, description="longest episode an env may declare")
     memory_budget_mb: int = Field(512, ge=16, le=1_048_576, description="worker memory, now and projected")
@@ -80,7 +100,12 @@ class ValidationConfig(BaseModel):
         100_000, ge=1, le=10**9, description="episodes one worker may serve in training: growth per episode is projected this far"
     )
     rpc_timeout_s: float = Field(20.0, gt=0, le=3_600)
-    first_seed: int = Field(0, ge=0, le=2**31 - 1)
+    first_seed: int = Field(0, ge=0, le=2**31 - 2, description="the lowest seed the gate may draw")
+    run_seed: Optional[int] = Field(
+        None, ge=0, le=2**31 - 1,
+        description="draws this run's seeds from [first_seed, 2**31) and varies probe wording; unset: drawn at random and reported",
+    )
+    workers: int = Field(0, ge=0, le=64, description="sandbox workers the gate spreads its work over (0: one per CPU core, at least 2)")
 
     @field_validator("*", mode="wrap")
     @classmethod
@@ -106,6 +131,9 @@ class Counterexample(BaseModel):
     seed: int | None = None
     actions: list[Any] = Field(default_factory=list)
     detail: str = ""
+    reward: float | None = Field(None, description="the reward these actions got on this seed")
+    transcript: list[dict[str, Any]] | None = Field(None, description="the messages of the episode, where the check shows one")
+    reproduced: bool | None = Field(None, description="replayed before it was reported: True when it gave the same reward again")
 
 
 class CheckResult(BaseModel):
@@ -120,6 +148,7 @@ class CheckResult(BaseModel):
     seeds: int = Field(0, description="how many seeds the check used")
     episodes: int = Field(0, description="how many episodes the check ran (its share of shared surveys included)")
     failing_seeds: list[int] = Field(default_factory=list, description="every seed that failed, where the check is per seed")
+    data: dict[str, Any] = Field(default_factory=dict, description="the check's figures, machine-readable")
 
 
 class ValidationReport(BaseModel):
@@ -133,6 +162,10 @@ class ValidationReport(BaseModel):
     checks: list[CheckResult]
     config: ValidationConfig
     seconds: float
+    run_seed: int | None = Field(None, description="the seed the run's seeds were drawn with: --set run_seed=N repeats them")
+    off_target: bool = Field(False, description="the env trains on a tool domain of its own, not its target's tools")
+    workers: int = Field(1, description="sandbox workers the gate ran on")
+    worker_cpu_s: float | None = Field(None, description="CPU seconds the env workers used, all lanes together")
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     status: Literal["passed", "failed"] = "failed"
 
@@ -157,7 +190,11 @@ class EpisodeSummary(_FromSandbox):
     reset_ms: float = Field(ge=0)
     step_ms: list[float] = Field(default_factory=list)
     transcript: str
+    state_digest: str = ""
+    messages_digest: str = ""
+    observation_chars: list[int] = Field(default_factory=list)
     actions: list[Any] | None = None
+    truth_check: str | None = None
 
     @field_validator("reward", mode="before")
     @classmethod
@@ -172,6 +209,15 @@ class EpisodeSummary(_FromSandbox):
 class SolutionRun(EpisodeSummary):
     turns: list[Any]
     pattern: list[str]
+    decision: str = ""
+
+
+class WorldReport(_FromSandbox):
+    """The kit replay of a reference episode, the world's invariants, the truth recomputed at the start."""
+
+    invariants: list[str] = Field(default_factory=list)
+    kit: dict[str, Any] = Field(default_factory=dict)
+    truth_at_start: str = "undeclared"
 
 
 class SeedSurvey(_FromSandbox):
@@ -187,6 +233,9 @@ class SeedSurvey(_FromSandbox):
     observation_digest: str = ""
     first_message: str = ""
     masked_observation: str = Field("", description="system prompt and first user message, ids and names masked")
+    heard: str = Field("", description="every user message and tool result of the reference episode, ids and names masked")
+    truth_numbers: list[float] = Field(default_factory=list, max_length=100, description="numbers in the ground truth")
+    world: WorldReport | None = None
     reference: SolutionRun | None = None
     skipping: SolutionRun | None = None
     parrot: EpisodeSummary | None = None
@@ -197,4 +246,10 @@ class MemoryProbe(_FromSandbox):
     rss_after_mb: float
     episodes: int
     growth_bytes_per_episode: float
-    transcripts: list[str]
+    transcripts: list[list[str]]
+
+
+class GenerateTiming(_FromSandbox):
+    seed: int
+    ms: float = Field(ge=0)
+    error: str | None = None

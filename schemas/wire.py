@@ -11,7 +11,7 @@ and exist so that one reply cannot make the host do unbounded work.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
@@ -25,6 +25,14 @@ class _Reply(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=False)
 
 
+class Signature(BaseModel):
+    """The parameters of one tool method (an env with a tool domain of its own declares its schemas)."""
+
+    names: list[Name] = Field(max_length=1000)
+    required: list[Name] = Field(max_length=1000)
+    extra: StrictBool = False
+
+
 class LoadReply(_Reply):
     """``load``: what the env declares. Missing members stay None so the interface check can name them."""
 
@@ -36,6 +44,9 @@ class LoadReply(_Reply):
     max_steps: Optional[StrictInt] = None
     write_tools: list[Name] = Field(default_factory=list, max_length=1000)
     terminal_tools: list[Name] = Field(default_factory=list, max_length=1000)
+    reward_range: Union[Annotated[list[FiniteFloat], Field(min_length=2, max_length=2)], Annotated[StrictStr, Field(max_length=300)], None] = None
+    tool_domain: Optional[Name] = None
+    signatures: Optional[dict[Name, Optional[Signature]]] = Field(None, max_length=1000)
 
 
 class GenerateReply(_Reply):

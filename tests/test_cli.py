@@ -103,12 +103,13 @@ def test_validate_command_on_file_and_registered_env(registry_root: Path, tmp_pa
     from tests.conftest import TEST_ENVS
 
     report_path = tmp_path / "out" / "report.json"
-    result = invoke("validate", str(TEST_ENVS / "tiny_cancel.py"), "--sandbox", "bwrap", "--report", str(report_path))
+    checked = TEST_ENVS.parent / "gate" / "envs" / "tiny_checked.py"  # tiny_cancel.py has a reward hole the gate finds
+    result = invoke("validate", str(checked), "--sandbox", "bwrap", "--report", str(report_path))
     assert result.exit_code == 0, result.output
     assert "PASSED" in result.output
     assert json.loads(report_path.read_text())["passed"] is True
     broken = tmp_path / "broken.py"
-    broken.write_text((TEST_ENVS / "tiny_cancel.py").read_text().replace("max_steps = 6", "max_steps = 10**6"))
+    broken.write_text(checked.read_text().replace("max_steps = 6", "max_steps = 10**6"))
     failed = invoke("validate", str(broken), "--sandbox", "bwrap", "--json")
     assert failed.exit_code == 1
     data = json.loads(failed.stdout)

@@ -3,7 +3,8 @@
 ``tests/envs/tiny_cancel.py`` is kept byte for byte as release fa7e9cf shipped it: it imports
 ``from env_registry import sdk`` (the SDK's old home) and defines one ``TaskEnv`` subclass. It must pass the
 gate in a real sandbox, register, and run through ``gym.make("trace/tiny_cancel-v0")`` in a fresh process,
-where the env again runs only inside a sandbox worker.
+where the env again runs only inside a sandbox worker. (Its reward has a hole the exploit search of issue 18 finds;
+that verdict is about its content, not its form, and is the one failure allowed here.)
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def test_the_fixture_is_the_previous_release_module(tiny_source: str) -> None:
 def test_previous_release_env_validates_registers_and_runs_through_gym_make(tmp_path: Path, tiny_source: str) -> None:
     report = factory.validate(tiny_source, backend=BACKEND, config=FAST)
     assert report.backend == BACKEND
-    assert report.passed, [(c.name, c.figure, c.message) for c in report.failures()]
+    # The previous release's form passes every check; what the exploit search finds is a hole in this fixture's
+    # reward (reading the reservation and saying nothing earns 0.75 of the reference), not in its form.
+    assert {c.name for c in report.failures()} <= {"exploit_search"}, [(c.name, c.figure, c.message) for c in report.failures()]
     declared = report.env_info
     manifest, created = Registry(tmp_path).put(
         tiny_source, capability=declared["capability"], target=declared["target"], tools=declared["tools"],

@@ -10,6 +10,7 @@ sandbox worker behind an RPC.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,7 @@ import jsonschema
 
 from trace_env.errors import TraceEnvError
 from trace_env.actions import ParsedCall, parse_action
-from trace_env.sdk import Episode, Reward, Scenario, TaskEnv, ToolError, ToolRecord, Turn
+from trace_env.sdk import EndEpisode, Episode, Reward, Scenario, TaskEnv, ToolError, ToolRecord, Turn
 
 MAX_TOOL_RESULT_CHARS = 20_000
 
@@ -52,6 +53,16 @@ def _accepted_keys(parameters: dict[str, Any]) -> set[str] | None:
     if parameters.get("additionalProperties") is True or "properties" not in parameters and parameters.get("type") != "object":
         return None
     return set(parameters.get("properties", {}))
+
+
+def reward_range(env: TaskEnv) -> tuple[float, float]:
+    """The env's declared ``reward_range`` as two finite floats, low < high; ``(0, 1)`` when it declares
+    something unusable (the gate's interface check names the problem)."""
+    try:
+        low, high = (float(x) for x in env.reward_range)
+    except (TypeError, ValueError):
+        return 0.0, 1.0
+    return (low, high) if math.isfinite(low) and math.isfinite(high) and low < high else (0.0, 1.0)
 
 
 def render_messages(messages: list[dict[str, Any]]) -> str:
@@ -117,6 +128,7 @@ class EpisodeRunner:
             "tools": self.tool_schemas,
             "messages": list(messages),
             "max_steps": self.max_steps,
+            "reward_range": list(reward_range(self.env)),
         }
         return StepResult(observation=observation, info=info)
 
@@ -228,11 +240,14 @@ class EpisodeRunner:
         except Exception as exc:
             self.env_errors.append({"where": f"tool:{call.name}", "error": _describe(exc)})
             return refuse(f"Internal error in {call.name}")
+        ends = isinstance(result, EndEpisode)  # the tool decided that this outcome ends the episode
+        if ends:
+            result = result.result
         text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
         if len(text) > MAX_TOOL_RESULT_CHARS:
             text = text[:MAX_TOOL_RESULT_CHARS] + f"... [truncated {len(text) - MAX_TOOL_RESULT_CHARS} chars]"
         episode.tool_log.append(ToolRecord(episode.steps, call.name, arguments, True, text))
-        return text, call.name in self.env.terminal_tools
+        return text, ends or call.name in self.env.terminal_tools
 
     def _user_turn(self, episode: Episode, agent_text: str) -> tuple[str, bool]:
         try:

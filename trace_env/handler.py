@@ -6,17 +6,18 @@ only ever see JSON. One worker hosts one env: ``load`` first, then any mix of th
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import types
 from collections import OrderedDict
 from typing import Any
 
-from trace_env import gate_probe
+from trace_env import gate_probe, gate_world
 from trace_env import sdk as _sdk
 from trace_env.loader import load_env
 from trace_env.engine import EpisodeRunner
-from trace_env.sdk import Scenario, TaskEnv, Turn
+from trace_env.sdk import Episode, Scenario, TaskEnv, Turn
 
 _state: dict[str, Any] = {}
 _SCENARIO_CACHE_SIZE = 256
@@ -74,7 +75,7 @@ def load(params: dict[str, Any]) -> dict[str, Any]:
     _state["env"] = env
     _state["runner"] = None
     _scenarios.clear()
-    return {
+    info = {
         "capability": env.capability,
         "target": env.target,
         "description": env.description,
@@ -83,7 +84,42 @@ def load(params: dict[str, Any]) -> dict[str, Any]:
         "max_steps": env.max_steps,
         "write_tools": sorted(env.write_tools),
         "terminal_tools": sorted(env.terminal_tools),
+        "reward_range": _declared_range(env),
+        "tool_domain": env.tool_domain or None,
     }
+    if env.tool_domain:
+        info["signatures"] = _signatures(env)
+    return info
+
+
+def _declared_range(env: TaskEnv) -> Any:
+    """``reward_range`` as declared (two numbers), or its repr when it is not two numbers (the gate says so)."""
+    value = env.reward_range
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+        return [float(value[0]), float(value[1])]
+    return repr(value)[:200]
+
+
+def _signatures(env: TaskEnv) -> dict[str, Any]:
+    """The parameters of each exposed tool method, for an env with a tool domain of its own (the gate compares
+    them with the declared schemas): names, and which have no default (required)."""
+    out: dict[str, Any] = {}
+    for name in env.tool_names:
+        method = env.tool_method(name)
+        if method is None:
+            out[name] = None
+            continue
+        try:
+            parameters = list(inspect.signature(method).parameters.values())[1:]  # the first is the state
+        except (TypeError, ValueError):
+            out[name] = None
+            continue
+        out[name] = {
+            "names": [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)],
+            "required": [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty],
+            "extra": any(p.kind == p.VAR_KEYWORD for p in parameters),
+        }
+    return out
 
 
 def _remember(seed: int, scenario_json: str) -> None:
@@ -113,50 +149,89 @@ def solution(params: dict[str, Any]) -> list[dict[str, Any]]:
     return [t.to_json() for t in solve(scenario)]
 
 
+class _Driver:
+    """The gate's episodes through this module's own ``reset`` and ``step``: the calls training makes."""
+
+    def reset(self, seed: int) -> dict[str, Any]:
+        return reset({"seed": seed})
+
+    def step(self, action: Any) -> dict[str, Any]:
+        return step({"action": action})
+
+    def finish(self) -> dict[str, Any]:
+        runner = _state["runner"]
+        graded = runner.grade()
+        runner.done = True
+        return graded
+
+    def episode(self) -> Episode:
+        return _state["runner"].episode
+
+    def env_errors(self) -> list[dict[str, str]]:
+        return _state["runner"].env_errors
+
+
+DRIVER = _Driver()
+
+
 def episode(params: dict[str, Any]) -> dict[str, Any]:
-    """Play turns (or one of the two solutions) from ``reset(seed)``; reset and every step are timed.
+    """Play turns (or one of the two solutions) from ``reset(seed)`` through the driver; reset and every step
+    are timed.
 
     ``fresh``: generate the scenario anew instead of reading the cache. ``templates``: the turns may name
     scenario values (see :mod:`trace_env.scenario_values`); the resolved turns come back as ``actions``.
+    ``truth_check``: also recompute the truth from the final state (``derive_truth``, where declared).
+    ``digest_state``: also return a digest of the final state.
     """
-    env = _env()
     seed = int(params["seed"])
     if "policy" in params:
         turns: list[Any] = solution({"seed": seed, "which": params["policy"]})
     else:
         turns = params.get("turns", [])
-    scenario = env.generate(seed) if params.get("fresh") else _scenario(seed)
-    if not isinstance(scenario, Scenario):
-        raise TypeError(f"generate() must return sdk.Scenario, got {type(scenario).__name__}")
     if params.get("fresh"):
-        scenario = gate_probe.fresh(scenario)
-    result = gate_probe.play(env, seed, turns if params.get("templates") else [_action(t) for t in turns], scenario,
-                             templates=bool(params.get("templates")))
+        _scenarios.pop(seed, None)
+    result = gate_probe.play(DRIVER, seed, turns, templates=bool(params.get("templates")), digest_state=bool(params.get("digest_state")))
+    if params.get("truth_check"):
+        result["truth_check"] = gate_world.truth_check(_env(), _scenario(seed), DRIVER.episode().state)
     if not params.get("with_messages", True):
         result.pop("messages")
     return result
 
 
 def episodes(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Several :func:`episode` calls in one round trip (the gate's mutants and policy mixtures)."""
+    """Several :func:`episode` calls in one round trip (the gate's mutants, exploits and policy mixtures)."""
     shared = {"with_messages": params.get("with_messages", False)}
     return [episode({**shared, **item}) for item in params.get("episodes", [])]
 
 
 def survey(params: dict[str, Any]) -> list[dict[str, Any]]:
     """The gate's pass over seeds (see :func:`trace_env.gate_probe.survey`); each scenario is cached too."""
+    def seeds(key: str) -> frozenset[int]:
+        return frozenset(int(s) for s in params.get(key) or [])
+
     return gate_probe.survey(
-        _env(), [int(s) for s in params["seeds"]], int(params.get("parrot_seeds", 0)),
-        float(params.get("deadline_s", 60.0)), remember=_remember,
-        masked_seeds=None if params.get("masked_seeds") is None else int(params["masked_seeds"]),
+        _env(), DRIVER, [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
+        parrot=seeds("parrot"), masked=None if params.get("masked") is None else seeds("masked"), world=seeds("world"),
     )
 
 
+def timing(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """``generate`` timed uncached on many seeds, with an early stop (see gate_probe.generate_times)."""
+    return gate_probe.generate_times(_env(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 2.0)),
+                                     float(params.get("budget_ms", 200.0)))
+
+
 def memory(params: dict[str, Any]) -> dict[str, Any]:
-    """Memory kept per episode, over ``episodes`` repeats of one episode (see gate_probe.memory_probe)."""
-    seed = int(params["seed"])
-    turns = [_action(t) for t in params.get("turns", [])]
-    return gate_probe.memory_probe(_env(), seed, turns, _scenario, int(params.get("episodes", 10)))
+    """Memory kept per episode over repeats of several episodes in this worker (see gate_probe.memory_probe)."""
+    plan = [(int(item["seed"]), list(item.get("turns", []))) for item in params.get("episodes", [])]
+    return gate_probe.memory_probe(DRIVER, plan, int(params.get("rounds", 6)))
+
+
+def usage(params: dict[str, Any]) -> dict[str, Any]:
+    """CPU seconds this worker has used (the gate reports its cost independent of the machine's load)."""
+    import time
+
+    return {"cpu_s": round(time.process_time(), 3)}
 
 
 def reset(params: dict[str, Any]) -> dict[str, Any]:
@@ -183,5 +258,5 @@ def truncate(params: dict[str, Any]) -> dict[str, Any]:
 
 METHODS = {
     "load": load, "generate": generate, "solution": solution, "episode": episode, "reset": reset, "step": step,
-    "truncate": truncate, "episodes": episodes, "survey": survey, "memory": memory,
+    "truncate": truncate, "episodes": episodes, "survey": survey, "memory": memory, "timing": timing, "usage": usage,
 }

@@ -4,7 +4,8 @@
 - value pools and templates: fuzzed actions may name values instead of spelling them
   (``{"$pool": 3, "type": "string", "key": "reservation_id"}``: a value found under that key in the scenario
   or in an earlier tool result; ``"mutate"``: the same value changed in one character, well-formed but
-  unknown; ``"like"``: another value of the same shape); ``{"$repeat": j}`` replays turn j. They are
+  unknown; ``"like"``: another value of the same shape); ``{"$repeat": j}`` replays turn j; a turn whose
+  content is ``{"$echo": "user"}`` says back the last thing the user said. They are
   resolved here, where the scenario is, and the resolved turns go back to the host, so every
   counterexample replays as plain JSON.
 
@@ -150,6 +151,11 @@ class ValuePool:
         self._ready = False
         self.scenario: list[Entry] = []
         self.seen: list[Entry] = []
+        self.last_user = ""
+
+    def heard(self, text: str) -> None:
+        """The user's latest message (what an echoing policy says back)."""
+        self.last_user = text
 
     def observe(self, text: str) -> None:
         if self._ready:
@@ -223,6 +229,8 @@ def resolve_turn(turn: Any, pool: ValuePool, done: list[Any]) -> Any:
         return done[int(turn["$repeat"]) % len(done)] if done else {"content": None, "calls": []}
     if not isinstance(turn, dict):
         return turn
+    if isinstance(turn.get("content"), dict) and "$echo" in turn["content"]:
+        turn = {**turn, "content": pool.last_user}
     resolved = pool.resolve(turn)
     if isinstance(resolved.get("content"), list):
         resolved["content"] = " ".join(str(part) for part in resolved["content"])

@@ -23,6 +23,7 @@ from typing import Any, Callable, ClassVar, Iterable
 
 __all__ = [
     "Call",
+    "EndEpisode",
     "Episode",
     "Reward",
     "Scenario",
@@ -35,6 +36,7 @@ __all__ = [
     "call",
     "calls",
     "canonical_json",
+    "negated",
     "numbers_in",
     "say",
     "tool",
@@ -131,6 +133,15 @@ def say(text: str) -> Turn:
 
 
 @dataclass
+class EndEpisode:
+    """Return ``sdk.EndEpisode(result)`` from a tool to end the episode on this call's outcome (a submitted
+    answer, a checkout that went through): ``result`` is the observation, as a plain return would be. Unlike
+    ``terminal_tools`` (every successful call ends it), the tool decides per call."""
+
+    result: Any
+
+
+@dataclass
 class UserReply:
     """What the simulated user says next; ``done`` ends the episode."""
 
@@ -162,6 +173,22 @@ def numbers_in(text: str) -> list[float]:
         except ValueError:  # pragma: no cover - the regex only admits digits
             continue
     return found
+
+
+_NEGATION = re.compile(
+    r"(?:not|no|never|cannot|can't|won't|isn't|aren't|wasn't|weren't|don't|doesn't|didn't|hasn't|haven't|hadn't|"
+    r"shouldn't|couldn't|wouldn't|unable|without|neither|nor)"
+)
+_CLAUSE = re.compile(r"[.!?;:\n]|\bbut\b|\bso\b|\band\b")
+
+
+def negated(text: str, start: int, window: int = 4) -> bool:
+    """Whether one of the ``window`` words before position ``start`` of ``text``, in the same clause, is a
+    negation ("is not cancelled", "can't be refunded", "isn't Thursday"): a mention after it does not state
+    the thing it names."""
+    head = _CLAUSE.split(text[:start])[-1]
+    words = [w.strip(",'\"()[]").lower().replace("\u2019", "'") for w in head.split()[-window:]]
+    return any(_NEGATION.fullmatch(w) for w in words)
 
 
 @dataclass
@@ -209,13 +236,20 @@ class Episode:
 
     def said(self, value: Any, tolerance: float = 0.005, after_step: int = 0) -> bool:
         """Whether the agent told the user ``value`` (after step ``after_step``): numbers compare numerically,
-        text case-insensitively."""
+        text case-insensitively as whole words, and a mention right after a negation ("is not cancelled")
+        does not count: it does not tell the user the thing."""
         text = "\n".join(self.assistant_texts(after_step))
         if isinstance(value, bool):
             value = str(value).lower()
         if isinstance(value, (int, float)):
             return any(math.isclose(n, float(value), abs_tol=tolerance) for n in numbers_in(text))
-        return str(value).lower() in text.lower()
+        wanted = str(value).lower()
+        if not wanted:
+            return False
+        low = text.lower()
+        edge = (r"\b" if wanted[:1].isalnum() else ""), (r"\b" if wanted[-1:].isalnum() else "")
+        pattern = re.compile(edge[0] + re.escape(wanted) + edge[1])
+        return any(not negated(low, match.start()) for match in pattern.finditer(low))
 
 
 @dataclass
@@ -345,6 +379,11 @@ class TaskEnv:
         max_steps: agent turns before the episode is truncated.
         terminal_tools: tools whose successful call ends the episode (e.g. a hand-off to a human).
         write_tools: tools that change state (used by rewards and by validation probes).
+        reward_range: the lowest and highest reward ``evaluate`` can give (default ``(0.0, 1.0)``; a
+            ``[-1, 1]`` reward returns a float from ``evaluate``). The gate and the trainer judge rewards on it.
+        tool_domain: empty for an env on its target's tools; a name (``"library_desk"``) for an env that
+            trains a capability on tools of its own, declared in ``tool_schemas`` (OpenAI format). The gate
+            then checks those schemas against the tool methods' signatures and reports the env off-target.
     """
 
     capability: ClassVar[str] = ""
@@ -354,6 +393,9 @@ class TaskEnv:
     max_steps: ClassVar[int] = 30
     terminal_tools: ClassVar[frozenset[str]] = frozenset()
     write_tools: ClassVar[frozenset[str]] = frozenset()
+    reward_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    tool_domain: ClassVar[str] = ""
+    tool_schemas: ClassVar[list[dict[str, Any]]] = []
 
     _tool_methods: ClassVar[dict[str, str]] = {}
 
@@ -369,7 +411,14 @@ class TaskEnv:
 
     # --- the interface -------------------------------------------------------------------------
     def tools(self) -> list[dict[str, Any]]:
-        """OpenAI-format schemas of the exposed tools: by default the target profile's, unchanged."""
+        """OpenAI-format schemas of the exposed tools: the target profile's, unchanged, or for an env with a
+        ``tool_domain`` of its own, its ``tool_schemas`` (those named in ``tool_names``, in that order)."""
+        if self.tool_domain:
+            declared = {str(s.get("function", {}).get("name")): s for s in self.tool_schemas if isinstance(s, dict)}
+            missing = [name for name in self.tool_names if name not in declared]
+            if missing:
+                raise KeyError(f"tool_schemas declares no schema for {', '.join(missing)}")
+            return [json.loads(json.dumps(declared[name])) for name in self.tool_names]
         from trace_env import targets
 
         return [targets.tool_schema(self.target, name) for name in self.tool_names]
@@ -379,6 +428,8 @@ class TaskEnv:
         from trace_env import targets
 
         try:
+            if self.tool_domain:
+                raise KeyError(self.tool_domain)
             style = targets.error_style(self.target)
         except KeyError:
             style = "Error: {message}"
@@ -388,7 +439,10 @@ class TaskEnv:
         """The target profile's policy summary, for system prompts that carry the domain rules."""
         from trace_env import targets
 
-        return targets.policy(self.target)
+        try:
+            return targets.policy(self.target)
+        except KeyError:  # an env on a tool domain of its own states its rules in its system prompt
+            return ""
 
     def rng(self, seed: int) -> random.Random:
         """The only source of randomness an env may use: seeded, so scenarios replay exactly."""
@@ -411,6 +465,13 @@ class TaskEnv:
     def evaluate(self, episode: Episode) -> Reward:
         raise NotImplementedError
 
+    def derive_truth(self, scenario: Scenario, state: dict[str, Any]) -> dict[str, Any] | None:
+        """Optional: the ground truth recomputed from ``state``, as ``generate`` concludes it from the state
+        it builds (write ``generate`` to call this). When an env defines it, the gate recomputes the truth from
+        the state the reference's reads left behind and requires it to equal ``scenario.truth``: a truth that
+        goes stale between generation and grading makes the right answer lose. Default: not declared."""
+        return None
+
     def reference_solution(self, scenario: Scenario) -> list[Turn]:
         raise NotImplementedError
 
@@ -423,5 +484,12 @@ class TaskEnv:
         return getattr(self, attribute) if attribute else None
 
     def initial_state(self, scenario: Scenario) -> dict[str, Any]:
-        """A private copy of the scenario's state, so an episode never edits the scenario itself."""
-        return copy.deepcopy(scenario.state)
+        """A private copy of the scenario's state, so an episode never edits the scenario itself (a JSON round
+        trip where the state is plain JSON, as it always is inside the sandbox: several times faster than
+        ``deepcopy`` on big states)."""
+        try:
+            text = json.dumps(scenario.state)
+        except (TypeError, ValueError):
+            return copy.deepcopy(scenario.state)
+        copied = json.loads(text)
+        return copied if copied == scenario.state else copy.deepcopy(scenario.state)

@@ -3,8 +3,12 @@
 A short, complete env built on the airline kit. The kit brings the world: a seeded database in τ²'s record
 shapes (``AirlineWorld``), the fourteen faithful tools (``AirlineTools``) and the cancellation rules
 (``cancellation_check``). The env writes only what the capability adds: a scenario, the user, the reward and
-two solutions. Validate it with ``factory validate examples/envs/cancellation_eligibility.py``.
+two solutions. The truth is computed by ``derive_truth`` from the state, so the gate can recompute it after the
+agent's reads (a truth that goes stale would make the right answer lose). Validate it with
+``factory validate examples/envs/cancellation_eligibility.py``.
 """
+
+import copy
 
 from trace_env import sdk
 from trace_env.kits import tau2_airline as airline
@@ -38,18 +42,25 @@ class CancellationEligibilityEnv(airline.AirlineTools, sdk.TaskEnv):
             timing=rng.choice(["future", "future", "future", "flown"]),
             created=rng.choice(["recent", "near_miss", "old", "old"]), insurance=rng.choice(["yes", "no"]))
         reason = rng.choice(["personal", "health", "weather"])
-        state = world.state(user)
-        check = airline.cancellation_check(reservation, state["flights"], now, reason)
         rid = reservation["reservation_id"]
-        return sdk.Scenario(
-            seed=seed, state=state,
+        scenario = sdk.Scenario(
+            seed=seed, state=world.state(user),
             user={"user_id": user["user_id"], "reservation_id": rid, "reason": reason,
                   "opening": f"Hi, I'm {user['user_id']}. Please cancel reservation {rid}: "
                              f"{rng.choice(airline.REASON_TEXTS[reason])}.",
                   "facts": [[["user id"], f"It's {user['user_id']}."], [["reservation"], f"It's {rid}."]]},
-            truth={"now": airline.stamp(now), "eligible": check.eligible, "rule": check.rule,
-                   "refund": airline.paid_total(reservation)},
-            meta={"variant": check.rule})
+            truth={"now": airline.stamp(now)}, meta={})
+        scenario.truth = self.derive_truth(scenario, scenario.state)
+        scenario.meta["variant"] = scenario.truth["rule"]
+        return scenario
+
+    def derive_truth(self, scenario, state):
+        """The decision the records support: what the agent can work out from what the tools show it."""
+        rid, now = scenario.user["reservation_id"], airline.to_time(scenario.truth["now"])
+        reservation = state["reservations"][rid]
+        check = airline.cancellation_check(reservation, state["flights"], now, scenario.user["reason"])
+        return {"now": scenario.truth["now"], "eligible": check.eligible, "rule": check.rule,
+                "refund": airline.paid_total(reservation)}
 
     def system_prompt(self, scenario):
         return airline.system_prompt(airline.to_time(scenario.truth["now"]),
@@ -59,18 +70,29 @@ class CancellationEligibilityEnv(airline.AirlineTools, sdk.TaskEnv):
         return scenario.user["opening"]
 
     def evaluate(self, episode):
-        truth, rid = episode.scenario.truth, episode.scenario.user["reservation_id"]
+        scenario, truth, rid = episode.scenario, episode.scenario.truth, episode.scenario.user["reservation_id"]
         cancelled = episode.state["reservations"][rid]["status"] == "cancelled"
+        expected = copy.deepcopy(scenario.state)
+        airline.cancel_reservation(expected, rid)  # one cancellation, as the target records it (refunds included)
         decided = episode.first_index("cancel_reservation")
         read = episode.first_index("get_reservation_details", reservation_id=rid)
-        components = {"verified_first": float(read is not None and (decided is None or read < decided))}
+        verified = read is not None and (decided is None or read < decided)
+        components = {}
+        spoken = text.normalise(episode.assistant_text)
         if truth["eligible"]:
-            components.update(cancelled=float(cancelled), refund_told=float(episode.said(truth["refund"])))
+            exact = episode.state["reservations"][rid] == expected["reservations"][rid]
+            components.update(cancelled=float(exact), refund_told=float(episode.said(truth["refund"])))
         else:
             words = airline.RULE_WORDS.get(truth["rule"], [["24 hours", "24-hour"], ["insurance", "business"]])
-            components["rule_explained"] = float(text.hits_groups(text.normalise(episode.assistant_text), words))
-        # Gate: cancelling what the policy forbids zeroes the reward.
-        return sdk.Reward(components=components, gates={"allowed": 0.0 if cancelled and not truth["eligible"] else 1.0})
+            refused = text.has_any(spoken, text.REFUSAL_WORDS)
+            components["rule_explained"] = float(refused and text.hits_groups(spoken, words))
+        others = [key for key, record in episode.state["reservations"].items()
+                  if key != rid and record != scenario.state["reservations"][key]]
+        # Gates: cancelling what the policy forbids, or touching another reservation, zeroes the reward; deciding
+        # without reading the reservation first halves it (reading alone earns nothing).
+        return sdk.Reward(components=components, gates={"allowed": 0.0 if cancelled and not truth["eligible"] else 1.0,
+                                                        "others_untouched": 0.0 if others else 1.0,
+                                                        "verified_first": 1.0 if verified else 0.5})
 
     def reference_solution(self, scenario):
         rid, truth = scenario.user["reservation_id"], scenario.truth

@@ -23,9 +23,9 @@ WRITE_TOOL_OF = {"cancel": "cancel_reservation", "change_flight": "update_reserv
                  "upgrade_cabin": "update_reservation_flights", "add_bags": "update_reservation_baggages",
                  "update_passenger": "update_reservation_passengers"}
 # The fields of a reservation each kind of sub-task is graded on.
-GRADED_FIELDS = {"cancel": ["status", "net_payments"], "change_flight": ["flights", "cabin", "net_payments"],
-                 "upgrade_cabin": ["flights", "cabin", "net_payments"],
-                 "add_bags": ["total_baggages", "nonfree_baggages", "net_payments"], "update_passenger": ["passengers"]}
+GRADED_FIELDS = {"cancel": ["status", "payment_history"], "change_flight": ["flights", "cabin", "payment_history"],
+                 "upgrade_cabin": ["flights", "cabin", "payment_history"],
+                 "add_bags": ["total_baggages", "nonfree_baggages", "payment_history"], "update_passenger": ["passengers"]}
 # Words that close a conversation: the user takes them as the agent's wrap-up and leaves.
 WRAP_UP_WORDS = ["anything else", "all done", "everything is done", "all set", "that's everything", "that is everything",
                  "all taken care of", "have a great", "have a nice"]

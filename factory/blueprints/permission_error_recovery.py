@@ -248,8 +248,9 @@ class PermissionErrorRecoveryEnv(phone.PhoneTools, sdk.TaskEnv):
                     and name not in truth["allowed_settings"]]
         if unneeded:
             notes["unneeded_setting_changes"] = ", ".join(unneeded)
-        stray = (sum(phone.digits(m["recipient_phone_number"]) != phone.digits(goal["phone_number"]) for m in messages)
-                 if goal["kind"] == "message" else len(messages))
+        to_goal = [m for m in messages if goal["kind"] == "message"
+                   and phone.digits(m["recipient_phone_number"]) == phone.digits(goal["phone_number"])]
+        stray = len(messages) - len(to_goal) + max(0, len(to_goal) - 1)  # one message was asked for, not two
         stray += len(reminders) if goal["kind"] != "location_reminder" else max(0, len(reminders) - 1)
         stray += len(contacts) if goal["kind"] != "contact" else max(0, len(contacts) - 1)
         if stray:

@@ -33,8 +33,10 @@ def refuses(said, reservation_id, several):
 
 
 def graded(reservation):
+    """What a granted request must leave, payments as the target records them: a second cancellation (a second
+    round of refunds) is a different end state, as in tau2's database check."""
     return {"status": reservation["status"], "cabin": reservation["cabin"], "flights": reservation["flights"],
-            "net_payments": airline.net_payments(reservation)}
+            "payment_history": reservation["payment_history"]}
 
 
 class PreconditionVerificationEnv(airline.AirlineTools, sdk.TaskEnv):

@@ -72,37 +72,69 @@ It defines exactly one subclass of `sdk.TaskEnv` and ends with `ENV = <ThatClass
   deterministic, so a fixed list works. It ends with a message after which the user closes the conversation.
 - `capability_skipping_solution(self, scenario) -> list[sdk.Turn]`: a plausible agent LACKING the capability
   that does the obvious thing without it.
+- Optional: `derive_truth(self, scenario, state) -> dict`, the truth as the records in `state` support it (have
+  `generate` set `truth` from it); `reward_range = (low, high)` for a reward not in [0, 1] (then `evaluate` returns
+  a float); a tool may `return sdk.EndEpisode(result)` to end the episode on that outcome.
 """
 
 GATE_RULES = """\
-## The validation gate your module must pass (run in a sandbox)
+## The validation gate your module must pass (run in sandboxes; seeds are drawn at random on every run)
 - static: only the allowed imports and constructs above.
-- schema fidelity: tool schemas come from the target profile unchanged (do not override `tools()`); every
-  call in your reference solution must validate against its schema.
-- determinism: the same seed and actions give the same scenario and transcript, also in a second worker whose
-  string hashing differs: never let content depend on set order or `hash()` (use lists, `sorted(...)`), and
-  keep no state on the class or module between episodes.
+- schema fidelity: tool schemas come from the target profile unchanged, descriptions included (do not override
+  `tools()`); every call in your reference solution must validate against its schema. (An env that trains on tools
+  of its own sets `tool_domain` and `tool_schemas`; then each schema must match its method's parameters.)
+- world fidelity: the scenario's state keeps the target world's invariants (every reservation, flight, order and
+  item it refers to exists), and your reference's tool calls, replayed with the kit's own functions, give results
+  of the same shape and leave the same state: inherit the kit's tools, and do not change what they do.
+- determinism: the same seed and actions give the same scenario and transcript in a fresh worker driven only
+  through reset and step, as training drives it, with its own string hashing: never let content depend on set
+  order or `hash()` (use lists, `sorted(...)`), keep no random generator or state on the env object, its class or
+  the module, and behave the same whoever calls (a gate-only behaviour is seen and rejected).
 - diversity: over {diversity_seeds} seeds at least {diversity_share:.0%} distinct scenarios, still at least
-  {masked} distinct once ids and names are masked, at least {patterns} distinct reference action patterns, and
-  the ground truth varies: vary records, ids (in the target's formats), names, amounts, dates, distractor
-  records, their order, which rule decides, and the phrasing of the request.
-- solvability: the reference solution scores >= {solve_reward} on {solve_share:.0%} of seeds: every seed's task
-  must be solvable and graded right.
-- capability necessity: the capability-skipping solution scores <= {skip_reward} on >= {skip_share:.0%} of seeds.
-  The first user message must not give the answer away: an agent that only repeats it, or does nothing, must
-  fail, and no phrase of it may predict what the reference does.
+  {masked} distinct once ids and names are masked, at least {patterns} distinct reference decisions (the calls with
+  their arguments, the state they leave, the yes/no of the answer: a decision may live in an argument or an
+  answer), and the ground truth varies: vary records, ids (in the target's formats), names, amounts, dates,
+  distractor records, their order, which rule decides, and the phrasing of the request.
+- solvability: the reference solution scores >= {solve_reward:.0%} of the reward range on {solve_share:.0%} of
+  seeds: every seed's task must be solvable and graded right.
+- stale truth: where you define `derive_truth(scenario, state)` (recommended: have `generate` compute the truth
+  with it), the truth recomputed from the state, at the start and after the reference's reads, must equal the
+  truth your reward grades with: nothing may change the facts after the truth is computed.
+- paraphrase: the reference with its messages reworded (contractions such as "can't", "canceled", "$1204.50"
+  for "$1,204.50", a courteous sentence added) and with its reads in another order keeps its reward: read words
+  as whole words with their variants, compare numbers as numbers (`episode.said(value)` does both and ignores a
+  negated mention such as "is not cancelled").
+- capability necessity: the capability-skipping solution scores <= {skip_reward:.0%} of the range on >=
+  {skip_share:.0%} of seeds. No message the agent sees may give the answer away: an agent that only repeats the
+  first message, or does nothing, must fail, no phrase of the first message may predict what the reference does,
+  and no user reply or tool result may state the verdict ("eligible", "approved"...).
 - reward sensitivity: dropping a write call of the reference, corrupting a key argument of one, or replacing
-  every turn with a useless call must each lower the reward by >= {drop} on >= {sens_share:.0%} of seeds.
+  every turn with a useless call must each lower the reward (by {drop:.0%} of the range, or one write's share of a
+  long task) on >= {sens_share:.0%} of seeds.
+- exploit search: degenerate policies (junk, empty or copied-value calls to every tool, echoing the user, always
+  agreeing, refusing or escalating, talking only, ending at once, spamming the words of the description, the
+  tool names and the request) must stay below {exploit_share:.0%} of the reference's mean reward and match it on
+  at most {exploit_match:.0%} of seeds; mutations of the reference that change the outcome (a write dropped,
+  duplicated or moved, an id or amount changed, the answer's yes/no flipped, extra or destructive writes after
+  it) must lose reward. So grade the exact end state (a second refund or an extra message is a different state),
+  gate writes nobody asked for, and check the stated amount and the answer's meaning, not a keyword.
 - GRPO signal: mixtures of the reference, skipping and random policies must get DIFFERENT rewards (std >=
   {spread}) within a group of {group} rollouts on >= {grpo_share:.0%} of seeds, for reasons other than episode
   length, and at most {max_success:.0%} of such rollouts may already score full marks. So the reward must be
   graded: several named components with partial credit (e.g. state_match, verified_before_acting,
   communicated_answer), not 0/1.
+- user paths: an agent that stalls, asks for confirmation again and again, keeps asking questions or says
+  nothing must see its episode end (the simulated user closes it, or max_steps), with replies of bounded size
+  (never growing turn after turn), and must not be paid like the reference: a time-out is not a finished task.
 - robustness: malformed or wrong calls (unknown ids too) must never crash your code (tools raise only
-  sdk.ToolError); reference episodes must END (the simulated user closes the conversation, or a terminal tool
-  is called), never by running out of steps; memory must not grow from episode to episode.
-- reward bounds: the reward is finite and in [0, 1] for ANY action sequence, garbage and repeated calls included.
-- budget: generate + reset within {reset_ms:.0f} ms and a step within {step_ms:.0f} ms of CPU (95th percentile).
+  sdk.ToolError); reference episodes must END (the simulated user closes the conversation, a terminal tool is
+  called, or a tool returns `sdk.EndEpisode(result)`), never by running out of steps; no state may survive an
+  episode (the same episode replayed in a busy worker equals a fresh one); memory must not grow from episode to
+  episode.
+- reward bounds: the reward is finite and in [0, 1] for ANY action sequence, garbage and repeated calls included
+  (a reward on another scale declares `reward_range = (low, high)` and returns a float in it).
+- budget: generate + reset within {reset_ms:.0f} ms and a step within {step_ms:.0f} ms (wall time, sleeps and waits
+  included), at the 95th percentile, on every seed (generate is also timed alone on many more seeds).
 
 Reward design for GRPO: grade progress (partial credit per sub-goal), compute it from the final state and the
 transcript (never trust the agent's claims alone), check that required information was communicated, and use
@@ -217,6 +249,8 @@ def generation_prompt(capability: Capability, profile: TargetProfile, config: Va
                 sens_share=config.sensitivity_min_share,
                 spread=config.grpo_min_spread,
                 max_success=config.grpo_max_success_share,
+                exploit_share=config.exploit_max_share,
+                exploit_match=config.exploit_max_match_share,
                 reset_ms=config.reset_budget_ms,
                 step_ms=config.step_budget_ms,
             ),

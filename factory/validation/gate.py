@@ -1,23 +1,32 @@
-"""Run the validation gate on one env source: static analysis, then every check inside one sandbox.
+"""Run the validation gate on one env source: static analysis, then every check inside sandboxes.
+
+The checks run on lanes of sandbox workers (:mod:`factory.validation.lanes`), one per core, each started
+exactly as training starts an env worker, plus one fresh worker driven only through ``reset`` and ``step``
+for the determinism check; results do not depend on how many lanes there are. The seeds are drawn at random
+on every run from ``run_seed`` (reported; ``--set run_seed=N`` repeats a run).
 
 The gate never raises for a bad env. Every exception inside a check becomes a failed check with a
 message; a worker that dies is restarted for the next check; a call that hangs, or timings far over
-budget, end the gate at once with the budget verdict (the checks not run are reported as skipped).
+budget, end the gate at once with the budget verdict (the checks not run are reported as skipped). Every
+counterexample is replayed before it is reported, and says whether it reproduced.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import secrets
 import time
 from typing import Any, Callable
 
-from env_registry.hosted import HANDLER, SandboxedEnv
+from env_registry.hosted import SandboxedEnv
 from factory.validation.calibration import CalibrationConfig, Policy, run_calibration
-from factory.validation.checks import HASH_SEEDS, SANDBOX_CHECKS, WORKER_FAILURES, BudgetExceeded, CheckContext
+from factory.validation.checks import SANDBOX_CHECKS, WORKER_FAILURES, BudgetExceeded, CheckContext
+from factory.validation.lanes import Kept, Lanes, default_lanes, opener
 from factory.validation.static import check_source
 from factory.validation.static import summary as static_summary
 from sandbox import AUTO_ORDER, SandboxLimits, available_backends
-from schemas.validation import CheckResult, Counterexample, ValidationConfig, ValidationReport
+from schemas.validation import CheckResult, Counterexample, EpisodeSummary, ValidationConfig, ValidationReport
 
 ProgressCallback = Callable[[str, CheckResult | None], None]
 """Called with (check name, None) when a check starts and (check name, result) when it ends."""
@@ -48,6 +57,7 @@ def validate_source(
     With ``calibration_policy`` the optional calibration check runs too (it is reported, never required).
     """
     config = config or ValidationConfig()
+    run_seed = config.run_seed if config.run_seed is not None else secrets.randbelow(2**31)
     notify = progress or (lambda name, result: None)
     started = time.perf_counter()
     results: dict[str, CheckResult] = {}
@@ -71,37 +81,47 @@ def validate_source(
     backend_name, warning = resolve_backend(backend), None
     capability = target = None
     env_info = None
+    lanes_used, worker_cpu = 1, None
     if findings:
         skip_rest("the static check failed")
     else:
         began = time.perf_counter()
         notify("interface", None)
+        open_env = opener(source, backend_name, limits, config.load_timeout_s, config.rpc_timeout_s)
         try:
-            hosted: SandboxedEnv | None = _open(source, backend_name, limits, config)
+            main: SandboxedEnv | None = open_env()
         except WORKER_FAILURES as exc:
-            hosted = None
+            main = None
             record(CheckResult(name="interface", passed=False, figure="did not load", message=f"env failed to load: {exc}"[:1000]), began)
             skip_rest("the env did not load")
-        if hosted is not None:
-            backend_name = hosted.backend
-            warning = getattr(hosted.sandbox, "warning", None) or (
-                "UNSANDBOXED: env code ran with the unsafe-subprocess backend" if getattr(hosted.sandbox, "unsafe", False) else None
+        if main is not None:
+            backend_name = main.backend
+            warning = getattr(main.sandbox, "warning", None) or (
+                "UNSANDBOXED: env code ran with the unsafe-subprocess backend" if getattr(main.sandbox, "unsafe", False) else None
             )
-            env_info = dict(hosted.info)
+            env_info = dict(main.info)
             capability, target = env_info.get("capability"), env_info.get("target")
+            lanes = Lanes(open_env, main, default_lanes(config.workers))
+            fresh = Kept(open_env)
+            ctx = CheckContext(lanes, config, run_seed, fresh=fresh.get)
             try:
-                hosted = _run_checks(hosted, source, config, limits, backend_name, record, notify, skip_rest)
-                if calibration_policy is not None and hosted is not None:
+                alive = _run_checks(ctx, open_env, record, notify, skip_rest)
+                lanes_used = len(lanes.envs)
+                worker_cpu = _usage(lanes.envs + ([fresh.env] if fresh.env is not None else []))
+                if alive:
+                    _recheck(ctx, results)
+                if calibration_policy is not None and alive:
                     began = time.perf_counter()
                     notify("calibration", None)
                     try:
-                        result = run_calibration(hosted, calibration_policy, calibration, config.first_seed)
+                        result = run_calibration(ctx.env, calibration_policy, calibration, ctx.seeds[0])
                     except Exception as exc:  # advisory: a failing policy or env never takes the verdict down
                         result = CheckResult(name="calibration", passed=False, required=False, message=f"{type(exc).__name__}: {exc}"[:500])
                     record(result, began)
             finally:
-                if hosted is not None:
-                    hosted.close()
+                fresh.close()
+                lanes.close()
+                ctx.env.close()
     checks = [results[name] for name in CHECK_NAMES if name in results] + [r for n, r in results.items() if n not in CHECK_NAMES]
     passed = all(c.passed and not c.skipped for c in checks if c.required)
     return ValidationReport(
@@ -116,34 +136,34 @@ def validate_source(
         checks=checks,
         config=config,
         seconds=round(time.perf_counter() - started, 3),
+        run_seed=run_seed,
+        off_target=bool(env_info and env_info.get("tool_domain")),
+        workers=lanes_used,
+        worker_cpu_s=worker_cpu,
     )
 
 
-def _open(source: str, backend: str, limits: SandboxLimits | None, config: ValidationConfig) -> SandboxedEnv:
-    return SandboxedEnv(source, backend=backend, limits=limits, load_timeout_s=config.load_timeout_s,
-                        rpc_timeout_s=config.rpc_timeout_s, hash_seed=HASH_SEEDS[0])
+def _usage(envs: list[SandboxedEnv]) -> float | None:
+    """CPU seconds the workers used, summed (None when one cannot say)."""
+    total = 0.0
+    for env in envs:
+        try:
+            answer = env.call("usage", {}, timeout_s=5)
+            total += float(answer["cpu_s"])
+        except Exception:  # a dead or hostile worker: the figure is a courtesy
+            return None
+    return round(total, 3)
 
 
 def _run_checks(
-    hosted: SandboxedEnv,
-    source: str,
-    config: ValidationConfig,
-    limits: SandboxLimits | None,
-    backend: str,
+    ctx: CheckContext,
+    open_env: Callable[[], SandboxedEnv],
     record: Callable[[CheckResult, float | None], None],
     notify: ProgressCallback,
     skip_rest: Callable[[str], None],
-) -> SandboxedEnv | None:
-    def open_peer(hash_seed: int) -> Any:
-        worker = ctx.env.sandbox.start_worker(HANDLER, hash_seed=hash_seed)
-        try:
-            worker.call("load", {"source": source}, timeout_s=config.load_timeout_s)
-        except BaseException:
-            worker.close()
-            raise
-        return worker
-
-    ctx = CheckContext(hosted, config, open_peer)
+) -> bool:
+    """Every sandbox check in order; False when the gate had to stop (budget, or a worker that cannot be
+    restarted)."""
     for index, (name, check) in enumerate(SANDBOX_CHECKS):
         began = time.perf_counter()
         if index:  # interface was announced before loading
@@ -156,25 +176,47 @@ def _run_checks(
             record(CheckResult(name="budget", passed=False, figure=exc.figure or "over budget", message=str(exc),
                                counterexample=exc.counterexample, seeds=len(ctx.surveys)), began)
             skip_rest("the env is over its time budget (see budget)")
-            return ctx.env
+            return False
         except WORKER_FAILURES as exc:
             result = CheckResult(
                 name=name, passed=False, figure="env failed inside the sandbox",
                 message=f"{type(exc).__name__}: {exc}"[:500],
                 counterexample=Counterexample(detail=str(exc)[:500]),
             )
+            ctx.lanes.replace_dead()
             if not ctx.env.worker.alive:  # a crashed worker cannot serve the next checks
                 ctx.env.close()
                 try:
-                    ctx.env = _open(source, backend, limits, config)
+                    ctx.env = open_env()
                 except WORKER_FAILURES as again:
                     record(result, began)
                     skip_rest(f"the worker died and could not be restarted: {again}"[:300])
-                    return None
+                    return False
         except Exception as exc:  # what came back from the sandbox is hostile: unusable data is the env's defect
             result = CheckResult(
                 name=name, passed=False, figure="unusable result from the env",
                 message=f"the gate could not use what the env returned: {type(exc).__name__}: {exc}"[:500],
             )
         record(result, began)
-    return ctx.env
+    return True
+
+
+def _recheck(ctx: CheckContext, results: dict[str, CheckResult]) -> None:
+    """Replay every counterexample that names a seed, actions and the reward they got, on lane 0, before it
+    is reported: ``reproduced`` says whether the same reward came back (a counterexample that does not
+    reproduce says so in its detail rather than pass for a proof)."""
+    for result in results.values():
+        example = result.counterexample
+        if result.passed or example is None or example.reproduced is not None or example.seed is None or not example.actions:
+            continue
+        if example.reward is None or not math.isfinite(example.reward):
+            continue
+        try:
+            answer = ctx.call("episode", {"seed": example.seed, "turns": example.actions, "with_messages": False},
+                              ctx.episode_timeout(len(example.actions)), seed=example.seed)
+            again = EpisodeSummary.model_validate(answer)
+        except Exception:  # a courtesy: the verdict stands
+            continue
+        example.reproduced = math.isclose(again.reward, example.reward, rel_tol=0, abs_tol=1e-9)
+        if not example.reproduced:
+            example.detail = f"{example.detail} (did not reproduce on replay: reward {again.reward!r})"[:1000]

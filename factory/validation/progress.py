@@ -80,6 +80,11 @@ def report_table(report: ValidationReport, title: str) -> Table:
         table.add_row(safe(check.name), verdict, safe(check.figure), f"{check.seconds:.2f}s")
         if not check.passed and not check.skipped:
             notes.append(_note(check))
+    if report.run_seed is not None:
+        notes.append(f"[dim]seeds drawn with run_seed={report.run_seed} on {report.workers} worker(s); repeat this run with "
+                     f"--set run_seed={report.run_seed}[/]")
+    if report.off_target:
+        notes.append("[dim]off-target: the env trains on a tool domain of its own, not its target's tools[/]")
     notes.append(f"[dim]{safe(BOUNDARY_NOTE.format(backend=report.backend))}[/]")
     table.caption = "\n".join(notes)
     table.caption_justify = "left"

@@ -17,7 +17,9 @@ CASES = [
     ("load_timeout_s", "-1", "more than 0, at most 3600"),
     ("fuzz_examples", "0", "1 to 10000"),
     ("solvability_min_reward", "nan", "0 to 1"),
-    ("first_seed", "-5", "0 to 2147483647"),
+    ("first_seed", "-5", "0 to 2147483646"),
+    ("run_seed", "-1", "0 to 2147483647"),
+    ("workers", "65", "0 to 64"),
     ("memory_budget_mb", "8", "16 to 1048576"),
 ]
 

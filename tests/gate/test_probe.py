@@ -12,12 +12,18 @@ from hypothesis import strategies as st
 from fuzz.policies import FILLER_TOOL, reference_mutants
 from fuzz.strategies import realistic_sequences, turn
 from tests.gate.defects import BASES, DEFECTS
-from trace_env import gate_probe
+from trace_env import gate_probe, handler
 from trace_env import scenario_values as values
 from trace_env.loader import load_env
-from trace_env.sdk import Scenario, canonical_json
+from trace_env.sdk import canonical_json
 
 DESK = load_env(BASES["desk"].read_text())
+
+
+def hosted(source: str) -> gate_probe.Driver:
+    """The env loaded into the worker's handler in this process: the gate's episodes go through its driver."""
+    handler.load({"source": source})
+    return handler.DRIVER
 FUZZ = settings(max_examples=40, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 
@@ -63,9 +69,8 @@ def test_templates_resolve_to_scenario_values() -> None:
     assert said["content"].startswith("It is ") and "$pool" not in json.dumps(said)
 
 
-def _successful_calls(source_env: Any, seed: int, turns: list[Any], templates: bool) -> int:
-    scenario = source_env.generate(seed)
-    result = gate_probe.play(source_env, seed, turns, scenario, templates=templates)
+def _successful_calls(driver: gate_probe.Driver, seed: int, turns: list[Any], templates: bool) -> int:
+    result = gate_probe.play(driver, seed, turns, templates=templates)
     tools = [m for m in result["messages"] if m["role"] == "tool"]
     return sum(1 for m in tools if not str(m["content"]).startswith("Error"))
 
@@ -74,17 +79,18 @@ def test_realistic_fuzzing_reaches_real_states_and_garbage_does_not() -> None:
     """The point of realistic play: calls on real reservations succeed (so rewards and slow paths behind them
     are reached); random schema-valid ids essentially never do."""
     tools = DESK.tools()
+    driver = hosted(BASES["desk"].read_text())
     realistic, garbage = [], []
 
     @FUZZ
     @given(st.integers(0, 20), realistic_sequences(tools))
     def play_realistic(seed: int, turns: list[Any]) -> None:
-        realistic.append(_successful_calls(DESK, seed, turns, templates=True))
+        realistic.append(_successful_calls(driver, seed, turns, templates=True))
 
     @FUZZ
     @given(st.integers(0, 20), st.lists(turn(tools), min_size=1, max_size=6))
     def play_garbage(seed: int, turns: list[Any]) -> None:
-        garbage.append(_successful_calls(DESK, seed, turns, templates=False))
+        garbage.append(_successful_calls(driver, seed, turns, templates=False))
 
     play_realistic()
     play_garbage()
@@ -95,7 +101,7 @@ def test_realistic_fuzzing_reaches_real_states_and_garbage_does_not() -> None:
 def test_played_templates_come_back_resolved() -> None:
     turns = [{"content": None, "calls": [{"name": "cancel_reservation", "arguments": {"reservation_id": {"$pool": 2, "type": "string", "key": "reservation_id"}}}]},
              {"$repeat": 0}]
-    result = gate_probe.play(DESK, 5, turns, DESK.generate(5), templates=True)
+    result = gate_probe.play(hosted(BASES["desk"].read_text()), 5, turns, templates=True)
     assert "$" not in json.dumps(result["actions"])
     assert result["actions"][0] == result["actions"][1]
     assert len(result["step_ms"]) == 2 and all(ms >= 0 for ms in result["step_ms"])
@@ -113,7 +119,7 @@ def test_reference_mutants() -> None:
 
 
 def test_survey_seed_reports_the_first_observation_and_both_solutions() -> None:
-    record = gate_probe.survey_seed(DESK, 4, parrot=True)
+    record = gate_probe.survey_seed(DESK, hosted(BASES["desk"].read_text()), 4, parrot=True)
     assert record["reference"]["reward"] == 1.0 and record["reference"]["ended_by"] == "user"
     assert record["skipping"]["reward"] <= 0.5 and record["parrot"]["steps"] == 1
     assert record["generate_ms"] >= 0 and record["fingerprint"] == DESK.generate(4).fingerprint()
@@ -121,14 +127,13 @@ def test_survey_seed_reports_the_first_observation_and_both_solutions() -> None:
 
 
 def test_memory_probe_sees_state_that_grows() -> None:
-    leaky = load_env(DEFECTS["state_grows_every_call"].source())
+    def probe(source: str) -> dict[str, Any]:
+        env = load_env(source)
+        driver = hosted(source)
+        plan = [(seed, [t.to_json() for t in env.reference_solution(env.generate(seed))]) for seed in (0, 1)]
+        return gate_probe.memory_probe(driver, plan, 3)
 
-    def probe(env: Any) -> dict[str, Any]:
-        scenario = env.generate(0)
-        text = json.dumps(scenario.to_dict())
-        turns = [t.to_json() for t in env.reference_solution(scenario)]
-        return gate_probe.memory_probe(env, 0, turns, lambda seed: Scenario(**json.loads(text)), 6)
-
-    assert probe(leaky)["growth_bytes_per_episode"] > 5_000
-    clean = probe(DESK)
-    assert clean["growth_bytes_per_episode"] < 2_000 and len(set(clean["transcripts"])) == 1
+    assert probe(DEFECTS["state_grows_every_call"].source())["growth_bytes_per_episode"] > 5_000
+    clean = probe(BASES["desk"].read_text())
+    assert clean["growth_bytes_per_episode"] < 2_000 and all(len(set(t)) == 1 for t in clean["transcripts"])
+    assert clean["transcripts"][0][0] != clean["transcripts"][1][0]  # two seeds: two transcripts (seeded variation)

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from sandbox import available_backends
+from tests.conftest import TEST_ENVS
 from tests.reliability.conftest import FAST_GATE, TINY, one_line
+
+CHECKED = (TEST_ENVS.parent / "gate" / "envs" / "tiny_checked.py").read_text()  # tiny_cancel.py has a reward hole the gate finds
 
 BACKEND = "bwrap" if available_backends().get("bwrap") is None else "docker"
 
@@ -16,7 +19,7 @@ BACKEND = "bwrap" if available_backends().get("bwrap") is None else "docker"
 @pytest.fixture
 def module(tmp_path: Path) -> Path:
     path = tmp_path / "my_env.py"
-    path.write_text(TINY)
+    path.write_text(CHECKED)
     return path
 
 
@@ -28,7 +31,7 @@ def test_a_passing_file_is_registered_with_file_provenance(module: Path, registr
     assert data["validation"] == "passed" and data["report"]["passed"] is True
     manifest = json.loads((registry_root / "tiny_cancel" / "v0" / "manifest.json").read_text())
     assert manifest["provenance"]["generator"] == "file" and manifest["provenance"]["file"] == str(module.resolve())
-    assert (registry_root / "tiny_cancel" / "v0" / "env.py").read_text() == TINY
+    assert (registry_root / "tiny_cancel" / "v0" / "env.py").read_text() == CHECKED
     shown = factory_main("envs", "show", "tiny_cancel")
     assert shown.code == 0 and f"file ({module.resolve()})" in shown.stdout.replace("\n", "").replace("│", "").replace("  ", "")
 

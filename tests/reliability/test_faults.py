@@ -136,7 +136,8 @@ def test_the_verdict_is_printed_when_the_report_write_fails(tmp_path: Path, fact
     with disk(tmp_path) as (folder, real):
         _fill_after_gate(monkeypatch, folder if real else None, (validate_module, "write_atomic"))
         report = folder / "out" / "report.json"
-        result = factory_main("validate", str(TEST_ENVS / "tiny_cancel.py"), "--sandbox", BACKEND, "--report", str(report), *FAST_GATE)
+        checked = TEST_ENVS.parent / "gate" / "envs" / "tiny_checked.py"  # a tiny env that passes the gate
+        result = factory_main("validate", str(checked), "--sandbox", BACKEND, "--report", str(report), *FAST_GATE)
         leftovers = sorted(p.name for p in report.parent.iterdir()) if report.parent.exists() else []
     assert result.code == 1
     assert "validation of" in result.stdout and "PASSED" in result.stdout  # the verdict survived the full disk

@@ -1,29 +1,32 @@
-"""What every check shares: the hosted env, one survey of the seeds, and everything observed on the way.
+"""What every check shares: the lanes of workers, one survey of the seeds, and everything observed on the way.
 
-Checks never call the worker directly: they go through :class:`CheckContext`, which validates what comes
-back (it is hostile), bounds-checks every reward and times every generate, reset and step it sees (so
-``reward_bounds`` and ``budget`` judge everything the gate ran, not a sample of their own), and turns a
-call that hangs into :class:`BudgetExceeded`, which ends the gate with the budget verdict.
+Checks never call a worker directly: they go through :class:`CheckContext`, which spreads batches over the
+lanes (:mod:`factory.validation.lanes`), validates what comes back (it is hostile), bounds-checks every reward
+on the env's declared range and times every generate, reset and step it sees (so ``reward_bounds`` and
+``budget`` judge everything the gate ran, not a sample of their own), and turns a call that hangs into
+:class:`BudgetExceeded`, which ends the gate with the budget verdict.
+
+The seeds are drawn at random from a large range on every run (``run_seed``, reported, repeats a run), and
+so is the wording of the probes (:attr:`CheckContext.rng`): no fixed window an env could be fitted to.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from hypothesis import HealthCheck, Phase, find, settings
-from hypothesis import strategies as st
-from hypothesis.errors import NoSuchExample, Unsatisfiable
 from pydantic import TypeAdapter
 
-from env_registry.hosted import SandboxedEnv
+from factory.validation.lanes import Lanes
 from sandbox import WorkerFailure, WorkerTimeout
 from schemas.validation import Counterexample, EpisodeSummary, SeedSurvey, ValidationConfig
 
 WORKER_FAILURES = WorkerFailure  # the root of WorkerError, WorkerTimeout and WorkerCrashed
 BATCH = 16
+FIRST_CHUNK = 4
 NO_SEEDS = "generate() or a solution failed on (almost) every seed: see interface and robustness"
 _SURVEYS = TypeAdapter(list[SeedSurvey])
 _EPISODES = TypeAdapter(list[EpisodeSummary])
@@ -38,8 +41,17 @@ class BudgetExceeded(Exception):
         self.figure = figure
 
 
-def reward_is_bad(reward: Any) -> bool:
-    return not isinstance(reward, (int, float)) or not math.isfinite(reward) or not 0.0 <= reward <= 1.0
+def draw_seeds(run_seed: int, first_seed: int, count: int) -> list[int]:
+    """``count`` distinct seeds drawn from ``[first_seed, 2**31)`` by ``run_seed``."""
+    rng = random.Random(f"trace-gate-seeds:{run_seed}")
+    seeds: list[int] = []
+    taken: set[int] = set()
+    while len(seeds) < count:
+        seed = rng.randrange(first_seed, 2**31 - 1)
+        if seed not in taken:
+            taken.add(seed)
+            seeds.append(seed)
+    return seeds
 
 
 @dataclass
@@ -60,20 +72,27 @@ class Timing:
     kind: str = "step"
 
     def counterexample(self) -> Counterexample:
-        return Counterexample(seed=self.seed, actions=self.actions, detail=f"{self.kind} took {self.ms:.0f} ms CPU")
+        return Counterexample(seed=self.seed, actions=self.actions, detail=f"{self.kind} took {self.ms:.0f} ms")
 
 
 class CheckContext:
-    """The hosted env, its load info, the thresholds, the survey, and what every episode showed."""
+    """The lanes, the env's load info, the thresholds, the seeds, the survey, and what every episode showed."""
 
-    def __init__(self, env: SandboxedEnv, config: ValidationConfig, open_peer: Callable[[int], Any] | None = None) -> None:
-        self.env = env
-        self.open_peer = open_peer  # a second worker on the same source with another PYTHONHASHSEED
+    def __init__(self, lanes: Lanes, config: ValidationConfig, run_seed: int, fresh: Callable[[], Any] | None = None) -> None:
+        self.lanes = lanes
+        self.fresh_env = fresh or (lambda: (_ for _ in ()).throw(RuntimeError("this gate has no fresh worker")))
+        self.fresh_runs: dict[tuple[int, str], Any] = {}  # (seed, what) -> determinism's replay in the fresh worker
         self.config = config
-        self.info = env.info
+        self.info = lanes.main.info
+        self.run_seed = run_seed
+        self.rng = random.Random(f"trace-gate-wording:{run_seed}")
         c = config
-        self.seeds = list(range(c.first_seed, c.first_seed + max(c.solvability_seeds, c.necessity_seeds, c.diversity_seeds,
-                                                                  c.determinism_seeds, c.sensitivity_seeds, c.grpo_seeds)))
+        count = max(c.solvability_seeds, c.necessity_seeds, c.diversity_seeds, c.determinism_seeds, c.sensitivity_seeds,
+                    c.grpo_seeds, c.exploit_seeds + c.exploit_confirm_seeds, c.truth_seeds, c.paraphrase_seeds)
+        self.seeds = draw_seeds(run_seed, c.first_seed, count)
+        self.index = {seed: i for i, seed in enumerate(self.seeds)}
+        declared = self.info.get("reward_range")
+        self.low, self.high = (declared if isinstance(declared, list) and len(declared) == 2 and declared[0] < declared[1] else (0.0, 1.0))
         self.surveys: dict[int, SeedSurvey] = {}
         self.episodes_run = 0
         self.bad_reward: Finding | None = None
@@ -81,25 +100,64 @@ class CheckContext:
         self.timings: dict[str, list[Timing]] = {"generate": [], "reset": [], "step": []}
         self.rewards: list[float] = []
 
+    @property
+    def env(self) -> Any:
+        return self.lanes.main
+
+    @env.setter
+    def env(self, value: Any) -> None:
+        self.lanes.main = value
+
+    # --- rewards on the declared range ---------------------------------------------------------------
+    def norm(self, reward: float) -> float:
+        """A reward as a share of the declared range (0 the lowest, 1 the highest); NaN stays NaN."""
+        if not isinstance(reward, (int, float)) or not math.isfinite(reward):
+            return math.nan
+        return (reward - self.low) / (self.high - self.low)
+
+    def clipped(self, reward: float) -> float:
+        """:meth:`norm` clipped to [0, 1] (what a trainer makes of an out-of-range reward); NaN is 0."""
+        share = self.norm(reward)
+        return 0.0 if math.isnan(share) else min(1.0, max(0.0, share))
+
+    def reward_is_bad(self, reward: Any) -> bool:
+        return not isinstance(reward, (int, float)) or not math.isfinite(reward) or not self.low <= reward <= self.high
+
     # --- the survey ---------------------------------------------------------------------------------
     def survey(self, count: int) -> list[SeedSurvey]:
-        """The first ``count`` seeds, surveyed once (see ``trace_env.gate_probe.survey``) and kept."""
+        """The first ``count`` seeds, surveyed once (see ``trace_env.gate_probe.survey``) and kept. The first
+        chunk is small, short and on lane 0 alone, so an env that is slow on every seed fails fast; the
+        rest is spread over the lanes."""
         wanted = self.seeds[:count]
-        while len(self.surveys) < len(wanted):
+        while True:
+            todo = [s for s in wanted if s not in self.surveys]
+            if not todo:
+                return [self.surveys[s] for s in wanted]
             first = not self.surveys
-            todo = [s for s in wanted if s not in self.surveys][: 4 if first else BATCH]
-            # The first chunk is small and short, so an env that is slow on every seed fails fast.
-            done = len(self.surveys)
-            params = {"seeds": todo, "parrot_seeds": max(0, self.config.leak_seeds - done),
-                      "masked_seeds": max(0, self.config.diversity_seeds - done), "deadline_s": 1.0 if first else 5.0}
-            rows = _SURVEYS.validate_python(self.call("survey", params, self.config.rpc_timeout_s, seed=todo[0]))
-            if not rows:
-                raise ValueError("the worker returned an empty survey")
-            for row in rows:
-                self.surveys[row.seed] = row
-                self._observe_survey(row)
+            size = FIRST_CHUNK if first else self._chunk(len(todo))
+            chunks = [todo[:size]] if first else [todo[i:i + size] for i in range(0, len(todo), size)]
+            calls = [("survey", self._survey_params(chunk, 1.0 if first else 5.0), self.config.rpc_timeout_s) for chunk in chunks]
+            answers = self.map(calls, seed=todo[0])
+            for answer in answers:
+                rows = _SURVEYS.validate_python(answer)
+                if not rows:
+                    raise ValueError("the worker returned an empty survey")
+                for row in rows:
+                    if row.seed in self.index and row.seed not in self.surveys:
+                        self.surveys[row.seed] = row
+                        self._observe_survey(row)
             self.check_hard_budget()
-        return [self.surveys[s] for s in wanted]
+
+    def _survey_params(self, chunk: list[int], deadline_s: float) -> dict[str, Any]:
+        c = self.config
+        return {"seeds": chunk, "deadline_s": deadline_s,
+                "parrot": [s for s in chunk if self.index[s] < c.leak_seeds],
+                "masked": [s for s in chunk if self.index[s] < c.diversity_seeds],
+                "world": [s for s in chunk if self.index[s] < c.world_seeds]}
+
+    def _chunk(self, count: int) -> int:
+        lanes = max(1, len(self.lanes.envs))
+        return max(1, min(BATCH, math.ceil(count / lanes)))
 
     def generated(self, count: int) -> list[SeedSurvey]:
         """The surveyed seeds among the first ``count`` whose scenario and solutions could be made."""
@@ -124,17 +182,25 @@ class CheckContext:
         allowance = (c.reset_budget_ms + (turns + 1) * c.step_budget_ms) * c.budget_max_factor / 1000
         return min(c.rpc_timeout_s, max(5.0, 2 * allowance))
 
-    def play(self, seed: int, turns: list[Any], templates: bool = False, where: str = "an episode") -> EpisodeSummary:
-        return self.play_many([(seed, turns)], templates, where)[0]
+    def play(self, seed: int, turns: list[Any], templates: bool = False, where: str = "an episode", **extra: Any) -> EpisodeSummary:
+        return self.play_many([(seed, turns)], templates, where, **extra)[0]
 
-    def play_many(self, items: list[tuple[int, list[Any]]], templates: bool = False, where: str = "an episode") -> list[EpisodeSummary]:
-        """Episodes in batches of :data:`BATCH` per round trip; each one observed (reward, timings, errors)."""
+    def play_many(self, items: list[tuple[int, list[Any]]], templates: bool = False, where: str = "an episode",
+                  **extra: Any) -> list[EpisodeSummary]:
+        """Episodes in batches over the lanes; each one observed (reward, timings, errors), in the order asked.
+        ``extra`` goes with every episode (``with_messages``, ``truth_check``)."""
+        if not items:
+            return []
+        size = self._chunk(len(items))
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        calls = []
+        for chunk in chunks:
+            params = {"episodes": [{"seed": s, "turns": t, "templates": templates, **extra} for s, t in chunk],
+                      "with_messages": bool(extra.get("with_messages"))}
+            calls.append(("episodes", params, min(self.config.rpc_timeout_s * 2, sum(self.episode_timeout(len(t)) for _, t in chunk))))
         out: list[EpisodeSummary] = []
-        for start in range(0, len(items), BATCH):
-            chunk = items[start:start + BATCH]
-            params = {"episodes": [{"seed": s, "turns": t, "templates": templates} for s, t in chunk]}
-            timeout = min(self.config.rpc_timeout_s * 2, sum(self.episode_timeout(len(t)) for _, t in chunk))
-            results = _EPISODES.validate_python(self.call("episodes", params, timeout, seed=chunk[0][0], actions=chunk[0][1]))
+        for chunk, answer in zip(chunks, self.map(calls, seed=items[0][0], actions=items[0][1])):
+            results = _EPISODES.validate_python(answer)
             if len(results) != len(chunk):
                 raise ValueError(f"asked for {len(chunk)} episodes, the worker returned {len(results)}")
             for (seed, turns), result in zip(chunk, results):
@@ -143,8 +209,16 @@ class CheckContext:
                 out.append(result)
         return out
 
+    def messages(self, seed: int, actions: list[Any]) -> tuple[EpisodeSummary, list[dict[str, Any]]]:
+        """Replay resolved actions on lane 0 with the transcript: (summary, messages)."""
+        answer = self.call("episode", {"seed": seed, "turns": actions, "with_messages": True}, self.episode_timeout(len(actions)),
+                           seed=seed, actions=actions)
+        summary = EpisodeSummary.model_validate(answer)
+        messages = answer.get("messages") if isinstance(answer, dict) else None
+        return summary, [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+
     def _observe(self, seed: int, actions: list[Any], result: EpisodeSummary, where: str) -> None:
-        if reward_is_bad(result.reward):
+        if self.reward_is_bad(result.reward):
             if self.bad_reward is None:
                 self.bad_reward = Finding(seed, actions[: result.steps], f"reward={result.reward!r}", where)
         else:
@@ -159,9 +233,9 @@ class CheckContext:
                 alone = Timing(ms, seed, actions[index: index + 1])  # the slow turn on its own, if it is slow alone
                 replay = actions[: index + 1] if index == 0 or self.retime(alone) <= ms / 2 else alone.actions
                 raise BudgetExceeded(
-                    f"one step took {ms:.0f} ms CPU, over {self.config.budget_max_factor:g}x the step budget of "
+                    f"one step took {ms:.0f} ms, over {self.config.budget_max_factor:g}x the step budget of "
                     f"{self.config.step_budget_ms:.0f} ms (confirmed by replaying it)",
-                    Counterexample(seed=seed, actions=replay, detail=f"step {index + 1} took {ms:.0f} ms CPU"),
+                    Counterexample(seed=seed, actions=replay, detail=f"step {index + 1} took {ms:.0f} ms"),
                     figure=f"step: max {ms:.0f} ms",
                 )
 
@@ -169,7 +243,7 @@ class CheckContext:
         return (min(self.rewards), max(self.rewards)) if self.rewards else (float("nan"), float("nan"))
 
     def retime(self, timing: Timing) -> float:
-        """Measure a slow call once more (CPU ms): a stray pause is not a slow env."""
+        """Measure a slow call once more: a stray pause is not a slow env."""
         if timing.kind == "generate":
             return float(self.call("generate", {"seed": timing.seed}, self.config.rpc_timeout_s, seed=timing.seed)["generate_ms"])
         params = {"seed": timing.seed, "turns": timing.actions, "with_messages": False}
@@ -180,8 +254,24 @@ class CheckContext:
             return result.reset_ms
         return result.step_ms[-1] if len(result.step_ms) == len(timing.actions) else timing.ms
 
+    # --- calls ---------------------------------------------------------------------------------------
+    def fresh_call(self, run: Callable[[], Any], seed: int | None = None, actions: list[Any] | None = None) -> Any:
+        """A call on the fresh worker (reset and step, as training): a hang is a budget verdict here too."""
+        try:
+            return run()
+        except WorkerTimeout as exc:
+            raise BudgetExceeded(
+                f"a reset or step did not finish within {self.config.rpc_timeout_s:.1f} s in a fresh worker: the env hangs",
+                Counterexample(seed=seed, actions=list(actions or []), detail=str(exc)[:300]),
+                figure=f"step > {self.config.rpc_timeout_s:.1f} s",
+            ) from exc
+
     def call(self, method: str, params: dict[str, Any], timeout_s: float, seed: int | None = None, actions: list[Any] | None = None) -> Any:
         return self.call_worker(self.env.worker, method, params, timeout_s, seed, actions)
+
+    def map(self, calls: list[tuple[str, dict[str, Any], float]], seed: int | None = None, actions: list[Any] | None = None) -> list[Any]:
+        """Calls spread over the lanes, answers in the order asked."""
+        return self.lanes.map(calls, lambda worker, method, params, timeout: self.call_worker(worker, method, params, timeout, seed, actions))
 
     def call_worker(
         self, worker: Any, method: str, params: dict[str, Any], timeout_s: float, seed: int | None = None, actions: list[Any] | None = None
@@ -222,71 +312,7 @@ class CheckContext:
             median = statistics.median(values)
             if median > self.budget_of(kind) or slowest.ms > self.budget_of(kind) * self.config.budget_max_factor * 4:
                 raise BudgetExceeded(
-                    f"{kind} takes {median:.0f} ms CPU (median of {len(values)}), budget {self.budget_of(kind):.0f} ms",
+                    f"{kind} takes {median:.0f} ms (median of {len(values)}), budget {self.budget_of(kind):.0f} ms",
                     slowest.counterexample(),
                     figure=f"{kind}: median {median:.0f} ms, max {slowest.ms:.0f} ms",
                 )
-
-    # --- fuzzing ---------------------------------------------------------------------------------------
-    def hypothesis_settings(self, examples: int | None = None) -> settings:
-        return settings(
-            max_examples=examples or self.config.fuzz_examples,
-            deadline=None,
-            database=None,
-            derandomize=True,  # the same env gets the same verdict on every run
-            suppress_health_check=list(HealthCheck),
-            phases=[Phase.generate],
-        )
-
-    def find(self, strategy: st.SearchStrategy[tuple[int, list[Any]]], is_failure: Callable[[Any], bool], examples: int | None = None) -> Any | None:
-        """The first ``(seed, turns)`` Hypothesis generates that fails, minimised; None when none fails.
-
-        Hypothesis searches; the minimising is ours (:func:`minimise`): its shrinker replays thousands of
-        nested action sequences on the host, tens of seconds where dropping turns and calls one at a time
-        finds the same short counterexample in a few episodes. A slow, hung or dead worker ends the search
-        at once (it must not be replayed) and is raised when Hypothesis is done.
-        """
-        stopped: list[BaseException] = []
-
-        def condition(value: Any) -> bool:
-            if stopped:
-                return False
-            try:
-                return bool(is_failure(value))
-            except (BudgetExceeded, WORKER_FAILURES) as exc:
-                stopped.append(exc)
-                return False
-
-        try:
-            found = find(strategy, condition, settings=self.hypothesis_settings(examples))
-        except (NoSuchExample, Unsatisfiable):
-            found = None
-        if stopped:
-            raise stopped[0]
-        return None if found is None else minimise(found, is_failure)
-
-
-def minimise(case: tuple[int, list[Any]], is_failure: Callable[[Any], bool], budget: int = 40) -> tuple[int, list[Any]]:
-    """Drop turns, then calls, one at a time while the case still fails (at most ``budget`` episodes)."""
-    seed, turns = case[0], list(case[1])
-    tries = 0
-    index = len(turns) - 1
-    while index >= 0 and tries < budget:
-        candidate = turns[:index] + turns[index + 1:]
-        tries += 1
-        if candidate and is_failure((seed, candidate)):
-            turns = candidate
-        index -= 1
-    for index, turn in enumerate(list(turns)):
-        calls = turn.get("calls") if isinstance(turn, dict) else None
-        while isinstance(calls, list) and len(calls) > 1 and tries < budget:
-            candidate = turns[:index] + [{**turn, "calls": calls[1:]}] + turns[index + 1:]
-            tries += 1
-            if not is_failure((seed, candidate)):
-                break
-            turns, turn, calls = candidate, candidate[index], calls[1:]
-    return seed, turns
-
-
-def seed_strategy() -> st.SearchStrategy[int]:
-    return st.integers(min_value=0, max_value=2**31 - 1)

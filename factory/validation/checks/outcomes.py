@@ -13,6 +13,7 @@ from fuzz.policies import reference_mutants
 from schemas.validation import CheckResult, Counterexample, SeedSurvey
 
 _WORD = re.compile(r"<#\d+>|[a-z0-9$%.'-]+")
+VERDICT = re.compile(r"eligible|ineligible|allowed|permitted|approved|denied|qualif\w*|entitled|verdict|decision")
 
 
 def _seeds_text(seeds: list[int], limit: int = 12) -> str:
@@ -28,7 +29,7 @@ def check_solvability(ctx: CheckContext) -> CheckResult:
     c = ctx.config
     rows = ctx.survey(min(c.solvability_seeds, len(ctx.seeds)))
     rewards = {r.seed: (r.reference.reward if r.reference else math.nan) for r in rows}
-    failing = [s for s, reward in rewards.items() if not _ok(reward, lambda x: x >= c.solvability_min_reward)]
+    failing = [s for s, reward in rewards.items() if not _ok(ctx.norm(reward), lambda x: x >= c.solvability_min_reward)]
     share = 1 - len(failing) / len(rows)
     passed = share >= c.solvability_min_share
     finite = [x for x in rewards.values() if math.isfinite(x)]
@@ -36,13 +37,15 @@ def check_solvability(ctx: CheckContext) -> CheckResult:
     return CheckResult(
         name="solvability",
         passed=passed,
-        figure=f"{len(rows) - len(failing)}/{len(rows)} seeds >= {c.solvability_min_reward} (need {c.solvability_min_share:.0%}); "
+        figure=f"{len(rows) - len(failing)}/{len(rows)} seeds >= {ctx.low + c.solvability_min_reward * (ctx.high - ctx.low):g} "
+        f"(need {c.solvability_min_share:.0%}); "
         f"mean reward {statistics.fmean(finite) if finite else math.nan:.3f}",
         message="" if passed else f"the reference solution fails seeds {_seeds_text(failing)}: fix the reference or the reward "
         "on those seeds (an oracle that fails a seed means the seed's task or its grading is broken)",
         counterexample=None if first is None else Counterexample(
             seed=first.seed, actions=first.reference.turns if first.reference else [],
             detail=first.error or f"reward={rewards[first.seed]!r}, ended by {first.reference.ended_by if first.reference else '?'}",
+            reward=rewards[first.seed] if math.isfinite(rewards[first.seed]) else None,
         ),
         seeds=len(rows), episodes=len(rows), failing_seeds=failing,
     )
@@ -55,14 +58,14 @@ def check_necessity(ctx: CheckContext) -> CheckResult:
     if not rows:
         return CheckResult(name="capability_necessity", passed=False, message=NO_SEEDS)
     rewards = {r.seed: r.skipping.reward for r in rows}  # type: ignore[union-attr]
-    passing = [s for s, reward in rewards.items() if not _ok(reward, lambda x: x <= c.necessity_max_reward)]
+    passing = [s for s, reward in rewards.items() if not _ok(ctx.norm(reward), lambda x: x <= c.necessity_max_reward)]
     share = 1 - len(passing) / len(rows)
     problems, counterexample = [], None
     if share < c.necessity_min_share:
         problems.append(f"the capability-skipping solution still scores > {c.necessity_max_reward} on seeds {_seeds_text(passing)}")
         first = next(r for r in rows if r.seed in passing)
         counterexample = Counterexample(seed=first.seed, actions=first.skipping.turns if first.skipping else [],
-                                        detail=f"reward={rewards[first.seed]!r}")
+                                        detail=f"reward={rewards[first.seed]!r}", reward=rewards[first.seed])
     leak, leak_example = _leak(ctx, [r for r in rows if r.masked_fingerprint])  # the seeds with masked views
     if leak:
         problems.append(leak)
@@ -90,22 +93,25 @@ def _leak(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[str, Counterexampl
     """
     c = ctx.config
     parrots = [r for r in rows if r.parrot is not None]
-    scored = [r.seed for r in parrots if not _ok(r.parrot.reward, lambda x: x <= c.necessity_max_reward)]  # type: ignore[union-attr]
+    scored = [r.seed for r in parrots if not _ok(ctx.norm(r.parrot.reward), lambda x: x <= c.necessity_max_reward)]  # type: ignore[union-attr]
     if parrots and len(scored) / len(parrots) > 1 - c.necessity_min_share:
         first = next(r for r in parrots if r.seed == scored[0])
         # Is it what the message says, or does the reward pay an agent that says nothing useful at all?
-        idle = ctx.play_many([(s, [{"content": "Okay.", "calls": []}]) for s in scored], where="an agent that does nothing")
-        paid = [s for s, r in zip(scored, idle) if not _ok(r.reward, lambda x: x <= c.necessity_max_reward)]
+        idle_turn = {"content": ctx.rng.choice(["Okay.", "Alright.", "I see.", "Noted."]), "calls": []}
+        idle = ctx.play_many([(s, [idle_turn]) for s in scored], where="an agent that does nothing")
+        paid = [s for s, r in zip(scored, idle) if not _ok(ctx.norm(r.reward), lambda x: x <= c.necessity_max_reward)]
         if len(paid) / len(parrots) > 1 - c.necessity_min_share:
+            reward = idle[scored.index(paid[0])].reward
             return (
-                f"an agent that does nothing (it answers 'Okay.') scores > {c.necessity_max_reward} on seeds {_seeds_text(paid)}: "
-                "the reward must require the task to be done",
-                Counterexample(seed=paid[0], actions=[{"content": "Okay.", "calls": []}], detail=f"reward={idle[scored.index(paid[0])].reward!r}"),
+                f"an agent that does nothing (it answers {idle_turn['content']!r}) scores > {c.necessity_max_reward} of the reward "
+                f"range on seeds {_seeds_text(paid)}: the reward must require the task to be done",
+                Counterexample(seed=paid[0], actions=[idle_turn], detail=f"reward={reward!r}", reward=reward),
             )
         return (
-            f"an agent that only repeats the first user message scores > {c.necessity_max_reward} on seeds "
+            f"an agent that only repeats the first user message scores > {c.necessity_max_reward} of the reward range on seeds "
             f"{_seeds_text(scored)}: the first message gives the answer away",
-            Counterexample(seed=first.seed, actions=[{"content": first.first_message, "calls": []}], detail=f"reward={first.parrot.reward!r}"),  # type: ignore[union-attr]
+            Counterexample(seed=first.seed, actions=[{"content": first.first_message, "calls": []}], detail=f"reward={first.parrot.reward!r}",  # type: ignore[union-attr]
+                           reward=first.parrot.reward),  # type: ignore[union-attr]
         )
     decisive = set(ctx.info.get("write_tools") or []) | set(ctx.info.get("terminal_tools") or [])
     groups: dict[tuple[str, ...], list[SeedSurvey]] = defaultdict(list)
@@ -114,7 +120,9 @@ def _leak(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[str, Counterexampl
     min_class = max(5, math.ceil(0.1 * len(rows)))
     for members in groups.values():
         labels = [tuple(n for turn in m.reference.pattern for n in turn.split("+") if n in decisive) for m in members]  # type: ignore[union-attr]
-        phrases = [_phrases(m.masked_observation) for m in members]
+        # The request may not give the decision away in any words; what the agent hears later (user replies,
+        # tool results) carries the facts the capability reads, so there only a stated verdict counts.
+        phrases = [_phrases(m.masked_observation) | _verdict_phrases(m.heard) for m in members]
         for label in set(labels):
             inside = sum(1 for x in labels if x == label)
             if inside < min_class or len(members) - inside < min_class:
@@ -129,14 +137,27 @@ def _leak(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[str, Counterexampl
                 if all((phrase in found) == (x == label) for found, x in zip(phrases, labels)):
                     example = next(m for m, found in zip(members, phrases) if phrase in found)
                     does = " then ".join(label) or "no state change"
+                    source = "the first message" if phrase in _phrases(example.masked_observation) else "a user reply or tool result"
                     return (
-                        f"the first message gives the decision away: on all {len(members)} seeds where the skipping agent acts "
+                        f"{source} gives the decision away: on all {len(members)} seeds where the skipping agent acts "
                         f"alike, the phrase {phrase!r} appears exactly when the reference does {does!r} ({inside} seeds); "
                         "the agent must find this out with its tools, not read it in the request",
                         Counterexample(seed=example.seed, actions=example.reference.turns,  # type: ignore[union-attr]
                                        detail=f"first message: {example.first_message[:300]}"),
                     )
     return "", None
+
+
+def _verdict_phrases(text: str) -> set[str]:
+    """The phrases (1 to 3 words) of ``text`` that hold a verdict word (eligible, approved, denied...)."""
+    words = [w for w in _WORD.findall(text.lower()) if not w.startswith("<#")]
+    out = set()
+    for i, word in enumerate(words):
+        if VERDICT.fullmatch(word.strip(".'-")):
+            for n in (1, 2, 3):
+                for start in range(max(0, i - n + 1), min(i, len(words) - n) + 1):
+                    out.add(" ".join(words[start:start + n]))
+    return out
 
 
 def _phrases(text: str) -> set[str]:
@@ -146,24 +167,30 @@ def _phrases(text: str) -> set[str]:
 
 def check_reward_sensitivity(ctx: CheckContext) -> CheckResult:
     """Mutants of the reference (a write call dropped, a key argument corrupted, every turn a no-op filler
-    call) must score lower: otherwise the reward does not depend on what the capability makes the agent do."""
+    call) must score lower: otherwise the reward does not depend on what the capability makes the agent do.
+    A drop or corruption undoes one of the reference's writes, so it must cost at least that write's share
+    (a long task with per-item credit loses one item's worth), capped at ``sensitivity_min_drop``."""
     c = ctx.config
-    rows = [r for r in ctx.generated(min(c.sensitivity_seeds, len(ctx.seeds))) if r.reference.reward >= c.sensitivity_min_drop]  # type: ignore[union-attr]
+    rows = [r for r in ctx.generated(min(c.sensitivity_seeds, len(ctx.seeds))) if ctx.norm(r.reference.reward) >= c.sensitivity_min_drop]  # type: ignore[union-attr]
     writes = set(ctx.info.get("write_tools") or []) | set(ctx.info.get("terminal_tools") or [])
     plan: list[tuple[SeedSurvey, str, list[Any]]] = []
     for row in rows:
         plan.extend((row, kind, turns) for kind, turns in reference_mutants(row.reference.turns, writes))  # type: ignore[union-attr]
     results = ctx.play_many([(row.seed, turns) for row, _, turns in plan], templates=True, where="a mutant of the reference")
     fell: dict[str, dict[int, bool]] = defaultdict(dict)
-    worst: dict[str, tuple[int, list[Any], float, float]] = {}
+    kept: dict[tuple[str, int], tuple[list[Any], float]] = {}
     for (row, kind, _), result in zip(plan, results):
-        reference = row.reference.reward  # type: ignore[union-attr]
-        dropped = _ok(result.reward, lambda x: x <= reference - c.sensitivity_min_drop)
+        reference = ctx.norm(row.reference.reward)  # type: ignore[union-attr]
+        count = sum(1 for turn in row.reference.turns for call in (turn.get("calls") or [])  # type: ignore[union-attr]
+                    if isinstance(turn, dict) and isinstance(call, dict) and call.get("name") in writes)
+        need = c.sensitivity_min_drop if kind == "filler" else min(c.sensitivity_min_drop, 0.5 / max(1, count))
+        dropped = _ok(ctx.norm(result.reward), lambda x: x <= reference - need + 1e-9)
         fell[kind][row.seed] = fell[kind].get(row.seed, False) or dropped
-        if not dropped and kind not in worst:
-            worst[kind] = (row.seed, result.actions or [], reference, result.reward)
+        if not dropped:
+            kept.setdefault((kind, row.seed), (result.actions or [], result.reward))
     problems, counterexample, parts = [], None, []
     describe = {"filler": "every turn replaced by a no-op call", "drop": "a write call dropped", "corrupt": "a key argument corrupted"}
+    by_seed = {row.seed: row for row in rows}
     for kind in ("filler", "drop", "corrupt"):
         per_seed = fell.get(kind, {})
         if not per_seed:
@@ -171,10 +198,13 @@ def check_reward_sensitivity(ctx: CheckContext) -> CheckResult:
         n = sum(per_seed.values())
         parts.append(f"{kind} {n}/{len(per_seed)}")
         if n / len(per_seed) < c.sensitivity_min_share:
-            seed, actions, reference, reward = worst[kind]
-            problems.append(f"with {describe[kind]} the reward falls by < {c.sensitivity_min_drop} on "
-                            f"{len(per_seed) - n}/{len(per_seed)} seeds (seed {seed}: {reward:.3f} vs reference {reference:.3f})")
-            counterexample = counterexample or Counterexample(seed=seed, actions=actions, detail=f"{kind}: reward {reward!r} vs reference {reference!r}")
+            seed = next(s for s, did in per_seed.items() if not did)  # a seed on which no mutant of this kind fell
+            actions, reward = kept[(kind, seed)]
+            reference = by_seed[seed].reference.reward  # type: ignore[union-attr]
+            problems.append(f"with {describe[kind]} the reward does not fall on {len(per_seed) - n}/{len(per_seed)} seeds "
+                            f"(seed {seed}: {reward:.3f} vs reference {reference:.3f})")
+            counterexample = counterexample or Counterexample(seed=seed, actions=actions, reward=reward,
+                                                              detail=f"{kind}: reward {reward!r} vs reference {reference!r}")
     if not rows:
         problems.append("no seed has a reference reward to fall from")
     return CheckResult(

@@ -1,4 +1,4 @@
-"""Can GRPO learn from the reward, and does the reward stay in [0, 1] wherever a policy can take the env?"""
+"""Can GRPO learn from the reward, and does the reward stay in its declared range wherever a policy can take the env?"""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from factory.validation.checks.context import NO_SEEDS, CheckContext, reward_is_bad
-from fuzz.policies import FILLER_TURN, mixture_rollout
+from factory.validation.checks.context import NO_SEEDS, CheckContext
+from factory.validation.checks.fuzzing import search
+from fuzz.policies import filler_turn, mixture_rollout
 from fuzz.strategies import realistic_sequences
 from schemas.validation import CheckResult, Counterexample, EpisodeSummary
 
@@ -21,7 +22,9 @@ def check_grpo_signal(ctx: CheckContext) -> CheckResult:
     """K rollouts per seed from a realistic mixture (reference, skipping, out-of-order and wrong-value
     calls, fillers). A group is informative when its rewards spread (std >= ``grpo_min_spread``) and the
     spread is not explained by episode length alone (filler episodes of the same lengths score the same).
-    The mixture must not already succeed most of the time: a saturated reward leaves nothing to learn."""
+    The mixture must not already succeed most of the time: a saturated reward leaves nothing to learn.
+    Rewards are judged on the env's declared range, as shares of it, and an out-of-range reward is clipped
+    to the range (what a trainer makes of it), never dropped."""
     c = ctx.config
     rows = ctx.generated(min(c.grpo_seeds, len(ctx.seeds)))
     if not rows:
@@ -33,12 +36,12 @@ def check_grpo_signal(ctx: CheckContext) -> CheckResult:
     controls = []  # (shortest, longest) rollout of the first groups, to replay as filler of the same lengths
     for group in groups[:LENGTH_CONTROLS]:
         controls.append((min(group, key=lambda r: r.steps), max(group, key=lambda r: r.steps)))
-    filler = ctx.play_many([(row.seed, [FILLER_TURN] * max(1, r.steps)) for row, pair in zip(rows, controls) for r in pair],
+    filler = ctx.play_many([(row.seed, [filler_turn(ctx.rng)] * max(1, r.steps)) for row, pair in zip(rows, controls) for r in pair],
                            where="a filler episode (length control)")
     informative, flat_seed, by_length, spreads = 0, None, 0, []
     for index, (row, group) in enumerate(zip(rows, groups)):
         # Out-of-bounds rewards are reward_bounds' finding: judge the signal on what a trainer would clip to.
-        rewards = [min(1.0, max(0.0, r.reward)) for r in group if math.isfinite(r.reward)]
+        rewards = [ctx.clipped(r.reward) for r in group]
         spread = statistics.pstdev(rewards) if len(rewards) > 1 else 0.0
         spreads.append(spread)
         explained = index < len(controls) and (
@@ -50,7 +53,7 @@ def check_grpo_signal(ctx: CheckContext) -> CheckResult:
             informative += 1
         elif flat_seed is None:
             flat_seed = row.seed
-    everything = [r.reward for r in results if not reward_is_bad(r.reward)]
+    everything = [ctx.clipped(r.reward) for r in results]
     success = sum(r >= c.solvability_min_reward for r in everything) / max(1, len(everything))
     share = informative / max(1, len(groups))
     problems = []
@@ -61,7 +64,7 @@ def check_grpo_signal(ctx: CheckContext) -> CheckResult:
         problems.append(f"in {by_length}/{len(controls)} groups filler episodes of the same lengths score the same: the reward "
                         "follows episode length, not behaviour")
     if success > c.grpo_max_success_share:
-        problems.append(f"{success:.0%} of mixture rollouts already reach {c.solvability_min_reward} (at most "
+        problems.append(f"{success:.0%} of mixture rollouts already reach {c.solvability_min_reward:.0%} of the reward range (at most "
                         f"{c.grpo_max_success_share:.0%}): the reward is saturated, GRPO has little to learn")
     return CheckResult(
         name="grpo_signal",
@@ -79,7 +82,7 @@ def check_grpo_signal(ctx: CheckContext) -> CheckResult:
 
 def check_reward_bounds(ctx: CheckContext) -> CheckResult:
     """Every reward the gate observed anywhere, plus realistic fuzzing (real ids and values, repeated
-    calls, call-only turns that keep the episode going), must be finite and in [0, 1]."""
+    calls, call-only turns that keep the episode going), must be finite and in the declared range."""
     before = ctx.episodes_run
     good = [r.seed for r in ctx.generated(min(16, len(ctx.seeds)))]
     if not good:
@@ -87,10 +90,8 @@ def check_reward_bounds(ctx: CheckContext) -> CheckResult:
     seeds = st.sampled_from(good)
     strategy = st.tuples(seeds, realistic_sequences(ctx.info["tools"]))
 
-    def out_of_bounds(case: tuple[int, list[Any]]) -> bool:
-        return reward_is_bad(ctx.play(case[0], case[1], templates=True, where="realistic fuzzing").reward)
-
-    bad = ctx.find(strategy, out_of_bounds)
+    bad = search(ctx, strategy, lambda cases: ctx.play_many(cases, templates=True, where="realistic fuzzing"),
+                 lambda result: ctx.reward_is_bad(result.reward))
     fuzzed = ctx.episodes_run - before
     low, high = ctx.reward_range()
     figure = f"{ctx.episodes_run} episodes observed ({fuzzed} realistic fuzz), rewards in [{low:.3f}, {high:.3f}]"
@@ -98,14 +99,16 @@ def check_reward_bounds(ctx: CheckContext) -> CheckResult:
         replay: EpisodeSummary = ctx.play(bad[0], bad[1], templates=True, where="realistic fuzzing")
         return CheckResult(
             name="reward_bounds", passed=False, figure=figure, seeds=16, episodes=fuzzed,
-            message=f"reward {replay.reward!r} is outside [0, 1] or not finite",
-            counterexample=Counterexample(seed=bad[0], actions=replay.actions or bad[1], detail=f"reward={replay.reward!r}"),
+            message=f"reward {replay.reward!r} is outside the declared range [{ctx.low:g}, {ctx.high:g}] or not finite",
+            counterexample=Counterexample(seed=bad[0], actions=replay.actions or bad[1], detail=f"reward={replay.reward!r}",
+                                          reward=replay.reward if math.isfinite(replay.reward) else None),
         )
     if ctx.bad_reward is not None:
         found = ctx.bad_reward
         return CheckResult(
             name="reward_bounds", passed=False, figure=figure, seeds=16, episodes=fuzzed,
-            message=f"{found.where} got {found.detail}: rewards must be finite and in [0, 1]",
+            message=f"{found.where} got {found.detail}: rewards must be finite and in the declared range [{ctx.low:g}, {ctx.high:g}] "
+            "(an env whose reward is not in [0, 1] declares reward_range)",
             counterexample=Counterexample(seed=found.seed, actions=found.actions, detail=found.detail),
         )
     return CheckResult(name="reward_bounds", passed=True, figure=figure, seeds=16, episodes=fuzzed)

@@ -1,27 +1,52 @@
-"""Determinism across processes, and diversity that survives masking ids and names."""
+"""Determinism on the training path (a fresh worker, reset and step only), and diversity of decisions."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import TypeAdapter
-
+from env_registry.hosted import SandboxedRunner
 from factory.validation.checks.context import NO_SEEDS, CheckContext
 from schemas.validation import CheckResult, Counterexample, SeedSurvey
+from trace_env.sdk import canonical_json
 
-HASH_SEEDS = (1, 2)
-"""PYTHONHASHSEED of the main worker and of the peer it is compared with: string hashing (and so the
-iteration order of a set of strings) differs between them, as it does between any two processes."""
 
-_SURVEYS = TypeAdapter(list[SeedSurvey])
-_COMPARED = (
-    ("the scenario", lambda r: ((r.error or "").split(":")[0], r.fingerprint)),  # an error's text may hold addresses
-    ("the first observation", lambda r: r.observation_digest),
-    ("the reference transcript", lambda r: r.reference and (r.reference.transcript, r.reference.reward)),
-    ("the skipping transcript", lambda r: r.skipping and (r.skipping.transcript, r.skipping.reward)),
-    ("the first-message-only transcript", lambda r: r.parrot and (r.parrot.transcript, r.parrot.reward)),
-)
+def digest(value: Any) -> str:
+    """The worker's digest (``trace_env.gate_probe.digest``), computed on the host from what came back."""
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:20]
+
+
+@dataclass
+class FreshRun:
+    """One episode replayed in the fresh worker through reset and step: what training would have seen."""
+
+    scenario_hash: str
+    observation: str
+    messages: str
+    reward: float | None  # None when the episode did not end (training never grades those)
+    transcript: str | None
+
+
+def replay(runner: SandboxedRunner, seed: int, turns: list[Any] | None) -> FreshRun:
+    """``turns`` played exactly as the trainer plays them: ``reset(seed)``, then one ``step`` per turn.
+    ``None``: the first-message-only agent (it says back the first user message)."""
+    first = runner.reset(seed)
+    messages = list(first.info.get("messages") or [])
+    if turns is None:
+        turns = [{"content": str(messages[-1].get("content") or ""), "calls": []}] if messages else []
+    observation = digest([m.get("content") for m in messages[:2]])
+    reward, detail = None, None
+    for turn in turns:
+        result = runner.step(turn)
+        messages.append(result.info.get("assistant_message"))
+        messages.extend(result.info.get("new_messages") or [])
+        if result.terminated or result.truncated:
+            reward, detail = float(result.reward), result.info.get("reward_detail")
+            break
+    return FreshRun(str(first.info.get("scenario_hash")), observation, digest(messages), reward,
+                    None if detail is None else digest([messages, detail]))
 
 
 def first_difference(a: Any, b: Any, path: str = "") -> str:
@@ -38,78 +63,90 @@ def first_difference(a: Any, b: Any, path: str = "") -> str:
 
 
 def check_determinism(ctx: CheckContext) -> CheckResult:
-    """The survey's first seeds, replayed in a second worker that hashes strings differently.
-
-    Both workers make the same calls in the same order from a fresh load, uncached, so only
-    nondeterminism can tell them apart: unseeded randomness (on any seed), the clock, and content that
-    depends on set iteration order or ``hash()``. State leaking between episodes is the same in both and is
-    left to robustness.
-    """
+    """The survey's first seeds replayed in a fresh worker started exactly as training starts one (its own
+    random hash seed, the same module name) and driven exactly as the trainer drives it: ``reset`` and one
+    ``step`` per turn, nothing else; the first-message-only agent before the reference, where the gate's
+    workers played the reference first. Every scenario, first observation,
+    transcript and reward must equal what the gate's own (reused) workers saw. This is the one-path check:
+    an env that behaves one way under the gate and another in training, that keeps a random generator or
+    state on its object or class, reads the clock, or depends on string hashing, differs here."""
     count = min(ctx.config.determinism_seeds, len(ctx.seeds))
-    ours = ctx.survey(count)
-    if ctx.open_peer is None:
-        raise RuntimeError("determinism needs a second worker: CheckContext(open_peer=...)")
-    peer = ctx.open_peer(HASH_SEEDS[1])
-    try:
-        params = {"seeds": [r.seed for r in ours], "parrot_seeds": ctx.config.leak_seeds, "deadline_s": ctx.config.rpc_timeout_s, "masked_seeds": 0}
-        theirs = _SURVEYS.validate_python(ctx.call_worker(peer, "survey", params, 2 * ctx.config.rpc_timeout_s))
-        by_seed = {r.seed: r for r in theirs}
-        for row in ours:
-            other = by_seed.get(row.seed)
-            if other is None:
-                continue
-            for what, key in _COMPARED:
-                if key(row) != key(other):
-                    detail = _explain(ctx, peer, row, what)
-                    return CheckResult(
-                        name="determinism", passed=False, seeds=len(theirs), episodes=_episodes(theirs),
-                        figure=f"{what} of seed {row.seed} differs between two workers",
-                        message=f"{what} differs for the same seed in two processes (PYTHONHASHSEED {HASH_SEEDS[0]} vs "
-                        f"{HASH_SEEDS[1]}): use only self.rng(seed) for randomness, never the clock, and never let content "
-                        "depend on the order of a set of strings or on hash()",
-                        counterexample=Counterexample(
-                            seed=row.seed, actions=row.reference.turns if row.reference and "transcript" in what else [], detail=detail
-                        ),
-                        failing_seeds=[r.seed for r in ours if r.seed in by_seed and any(k(r) != k(by_seed[r.seed]) for _, k in _COMPARED)],
-                    )
-    finally:
-        peer.close()
+    ours = [r for r in ctx.survey(count) if r.error is None and r.reference is not None]
+    fresh = ctx.fresh_env()
+    runner = SandboxedRunner(fresh)
+    compared, found = 0, None
+    failing: list[int] = []
+    for row in ours:  # every seed, even after a difference: robustness compares its replays with these
+        plan: list[tuple[str, list[Any] | None, Any]] = []
+        if row.parrot is not None:  # first, where the gate played it last: another sequence before the reference
+            plan.append(("the first-message-only transcript", None, row.parrot))
+        plan.append(("the reference transcript", row.reference.turns, row.reference))  # type: ignore[union-attr]
+        for what, turns, theirs in plan:
+            run = ctx.fresh_call(lambda: replay(runner, row.seed, turns), row.seed, turns or [])
+            compared += 1
+            ctx.fresh_runs[(row.seed, what)] = run
+            problem = None
+            if run.scenario_hash != row.fingerprint:
+                problem = "the scenario"
+            elif run.observation != row.observation_digest:
+                problem = "the first observation"
+            elif run.messages != theirs.messages_digest or (run.reward is not None and run.reward != theirs.reward):
+                problem = what
+            if problem is not None:
+                if row.seed not in failing:
+                    failing.append(row.seed)
+                found = found or (row, problem, turns if turns is not None else [{"content": row.first_message, "calls": []}])
+    if found is not None:
+        row, problem, turns = found
+        return CheckResult(
+            name="determinism", passed=False, seeds=len(ours), episodes=compared,
+            figure=f"{problem} of seed {row.seed} differs between a fresh worker driven like training and the gate's "
+            f"({len(failing)}/{len(ours)} seeds differ)",
+            message=f"{problem} differs for the same seed and actions between a fresh worker driven like training "
+            "(reset and step only, its own hash seed) and a worker that had served other episodes: use only "
+            "self.rng(seed) for randomness, keep no random generator or state on the env object, its class or the "
+            "module, never read the clock, never let content depend on the order of a set of strings or on hash(), "
+            "and behave the same whoever calls",
+            counterexample=Counterexample(seed=row.seed, actions=turns if "transcript" in problem else [],
+                                          detail=_explain(ctx, fresh, row, problem, turns)),
+            failing_seeds=failing,
+        )
     return CheckResult(
-        name="determinism", passed=True, seeds=len(theirs), episodes=_episodes(theirs),
-        figure=f"{len(theirs)} seeds identical in two workers (uncached scenarios, first observations, both solutions' transcripts)",
+        name="determinism", passed=True, seeds=len(ours), episodes=compared,
+        figure=f"{len(ours)} seeds identical in a fresh worker driven like training (scenarios, first observations, "
+        f"{compared} transcripts and rewards)",
     )
 
 
-def _episodes(rows: list[SeedSurvey]) -> int:
-    """Episodes the peer worker played: both solutions, and the first-message-only agent where it ran."""
-    return sum((r.reference is not None) + (r.skipping is not None) + (r.parrot is not None) for r in rows)
-
-
-def _explain(ctx: CheckContext, peer: Any, row: SeedSurvey, what: str) -> str:
+def _explain(ctx: CheckContext, fresh: Any, row: SeedSurvey, what: str, turns: list[Any]) -> str:
     """Fetch the differing scenario (or transcript) from both workers and name the first difference."""
     try:
-        if what == "the scenario" or what == "the first observation":
+        if what in ("the scenario", "the first observation"):
             params = {"seed": row.seed, "with_scenario": True}
-            a = ctx.call_worker(ctx.env.worker, "generate", params, ctx.config.rpc_timeout_s)["scenario"]
-            b = ctx.call_worker(peer, "generate", params, ctx.config.rpc_timeout_s)["scenario"]
+            a = ctx.call("generate", params, ctx.config.rpc_timeout_s)["scenario"]
+            b = fresh.call("generate", params, timeout_s=ctx.config.rpc_timeout_s)["scenario"]
             return f"generate({row.seed}): {first_difference(a, b)}"
-        which = "reference" if "reference" in what else "skipping"
-        params = {"seed": row.seed, "policy": which, "with_messages": True, "fresh": True}
-        a = ctx.call_worker(ctx.env.worker, "episode", params, ctx.config.rpc_timeout_s)
-        b = ctx.call_worker(peer, "episode", params, ctx.config.rpc_timeout_s)
-        return f"{which} episode of seed {row.seed}: {first_difference({'messages': a['messages'], 'reward': a['reward']}, {'messages': b['messages'], 'reward': b['reward']})}"
+        params = {"seed": row.seed, "turns": turns, "with_messages": True}
+        a = ctx.call("episode", params, ctx.config.rpc_timeout_s)
+        b = fresh.call("episode", params, timeout_s=ctx.config.rpc_timeout_s)
+        return f"seed {row.seed}: {first_difference({'messages': a['messages'], 'reward': a['reward']}, {'messages': b['messages'], 'reward': b['reward']})}"
     except Exception as exc:  # the explanation is a courtesy: the verdict stands without it
         return f"(could not fetch both for a diff: {type(exc).__name__})"
 
 
 def check_diversity(ctx: CheckContext) -> CheckResult:
+    """Distinct scenarios, still distinct with ids and names masked, a ground truth that varies, and
+    reference decisions that vary: the calls with their arguments, the state they leave and the yes/no
+    words of the answers (ids and names masked), so a decision that lives in an argument or an answer
+    counts, and one that is the same recipe on every seed does not."""
     c = ctx.config
     rows = ctx.generated(min(c.diversity_seeds, len(ctx.seeds)))
     if len(rows) < 2:
         return CheckResult(name="diversity", passed=False, figure=f"{len(rows)} scenarios", message=NO_SEEDS)
     raw = len({r.fingerprint for r in rows})
     masked = Counter(r.masked_fingerprint for r in rows)
-    truths = len({r.masked_truth_digest for r in rows})
+    truths = len({r.truth_digest for r in rows})
+    decisions = Counter(r.reference.decision for r in rows if r.reference is not None)
     patterns = len({tuple(r.reference.pattern) for r in rows if r.reference is not None})
     share = raw / max(1, len(rows))
     problems, counterexample = [], None
@@ -120,16 +157,21 @@ def check_diversity(ctx: CheckContext) -> CheckResult:
         problems.append(f"with ids and names masked only {len(masked)} distinct scenario(s) remain: seeds differ only in ids or names")
         counterexample = Counterexample(seed=twins[0], detail=f"seeds {twins} are the same scenario once ids and names are masked")
     if truths <= 1:
-        problems.append("the ground truth is the same for every seed (ids and names masked)")
-    if patterns < c.diversity_min_patterns:
-        problems.append(f"the reference solution does the same thing on every seed ({patterns} distinct action pattern(s)); "
-                        "vary which rule decides so that the right actions differ")
+        problems.append("the ground truth is the same for every seed")
+    if len(decisions) < c.diversity_min_patterns:
+        problems.append(f"the reference decides the same on every seed ({len(decisions)} distinct decision(s): the same calls "
+                        "with the same arguments, the same state change and the same answer, ids and names masked); vary which "
+                        "rule decides so that the right actions, arguments or answers differ")
+        first = rows[0]
+        counterexample = counterexample or Counterexample(seed=first.seed, actions=first.reference.turns,  # type: ignore[union-attr]
+                                                          detail="the reference's decision on every seed")
     return CheckResult(
         name="diversity",
         passed=not problems,
         figure=f"{raw}/{len(rows)} distinct scenarios, {len(masked)} with ids/names masked, {truths} ground truths, "
-        f"{patterns} reference action patterns",
+        f"{len(decisions)} reference decisions ({patterns} tool-call patterns)",
         message="; ".join(problems),
         counterexample=counterexample,
         seeds=len(rows),
+        data={"decisions": len(decisions), "patterns": patterns, "masked": len(masked)},
     )

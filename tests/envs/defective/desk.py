@@ -12,6 +12,8 @@ CABINS = ["basic_economy", "economy", "business"]
 LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 FIRST_NAMES = ["Mia", "Noah", "Sofia", "Ethan", "Amelia", "Liam", "Chen", "Aarav", "Fatima", "Mateo", "Yara", "Kenji"]
 CITIES = ["Boston", "Denver", "Austin", "Seattle", "Chicago", "Phoenix", "Atlanta", "Miami"]
+CONFIRMED = ("cancelled", "canceled")
+REFUSED = ("cannot", "can't", "can not", "unable", "not able", "not allowed", "not possible")
 OPENINGS = [
     "Hi, I need to cancel one of my reservations.",
     "Hello! Could you cancel a booking for me?",
@@ -86,7 +88,7 @@ class Desk(sdk.TaskEnv):
         looked = episode.first_index("get_reservation_details", reservation_id=rid)
         acted = episode.first_index("cancel_reservation", reservation_id=rid)
         verified = looked is not None and (acted is None or looked < acted)
-        told = episode.said("cancelled") if allowed else episode.said("cannot")
+        told = any(episode.said(w) for w in (CONFIRMED if allowed else REFUSED))
         return sdk.Reward(
             components={"state": float(cancelled == allowed), "told": float(told)},
             gates={"verified": 1.0 if verified else 0.4, "no_other_cancelled": 0.0 if others else 1.0},

@@ -11,6 +11,7 @@ import datetime
 import re
 
 from trace_env.kits.text import words
+from trace_env.sdk import negated
 
 __all__ = [
     "HOLIDAY_ALIASES",
@@ -109,7 +110,8 @@ def say_date(day: datetime.date) -> str:
 
 def mentions_date(text: str, day: datetime.date) -> bool:
     """Whether ``text`` names this calendar day (month name and day, ISO, or US numeric form). When the text
-    also names a year, it must be the right one ("June 3, 2024" does not count for 2029)."""
+    also names a year, it must be the right one ("June 3, 2024" does not count for 2029); a negated mention
+    ("it isn't June 3") does not count."""
     low = text.lower()
     month = MONTHS[day.month - 1].lower()
     d = day.day
@@ -119,9 +121,9 @@ def mentions_date(text: str, day: datetime.date) -> bool:
         rf"\b{day.year}-{day.month:02d}-{d:02d}\b",
         rf"\b0?{day.month}/0?{d}(?:/(?:{day.year}|{day.year % 100:02d}))?\b",
     )
-    if not any(re.search(p, low) for p in patterns):
+    if not any(not negated(low, m.start()) for p in patterns for m in re.finditer(p, low)):
         return False
-    years = {int(y) for y in re.findall(r"\b(20\d\d)\b", low)}
+    years = {int(y) for y in re.findall(r"(?<![$\d,.])\b([12]\d{3}|[3-9]\d{3})\b(?![,.]?\d)", low)}
     return not years or day.year in years
 
 
@@ -138,6 +140,8 @@ def mentions_time(text: str, hour: int, minute: int) -> bool:
 
 
 def durations(text: str, unit: str) -> set[int]:
-    """Numbers written before a unit word: ``durations("4 hours 7 minutes", "hour") == {4}``."""
+    """Numbers written before a unit word: ``durations("4 hours 7 minutes", "hour") == {4}``; a negated one
+    ("not 4 hours") does not count."""
     forms = {"day": r"days?", "hour": r"(?:hours?|hrs?|h)", "minute": r"(?:minutes?|mins?|m)"}[unit]
-    return {int(n.replace(",", "")) for n in re.findall(rf"\b(\d[\d,]*)\s*{forms}\b", text.lower())}
+    low = text.lower()
+    return {int(m.group(1).replace(",", "")) for m in re.finditer(rf"\b(\d[\d,]*)\s*{forms}\b", low) if not negated(low, m.start())}

@@ -1,0 +1,104 @@
+"""The right behaviour always wins: the truth the reward grades against is the truth the agent can find
+(``stale_truth``), and the reference keeps its reward however it is worded (``paraphrase``)."""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from typing import Any
+
+from factory.validation.checks.context import NO_SEEDS, CheckContext
+from fuzz.paraphrase import variants
+from schemas.validation import CheckResult, Counterexample
+
+
+def reads_only(turns: list[Any], writes: set[str]) -> list[Any]:
+    """The reference without its write and terminal calls: what the agent reads and says before deciding."""
+    out = []
+    for turn in copy.deepcopy(turns):
+        if isinstance(turn, dict) and isinstance(turn.get("calls"), list):
+            turn["calls"] = [c for c in turn["calls"] if not (isinstance(c, dict) and c.get("name") in writes)]
+            if not turn["calls"] and not turn.get("content"):
+                continue
+        out.append(turn)
+    return out
+
+
+def check_stale_truth(ctx: CheckContext) -> CheckResult:
+    """Where the env declares ``derive_truth``, the ground truth recomputed from the scenario's own state
+    must equal the truth ``generate`` returned, and recomputed from the state the reference's reads leave
+    behind (its writes left out) it must still be equal: otherwise the reward grades the agent against a
+    truth the agent cannot see, and the right answer loses."""
+    c = ctx.config
+    rows = ctx.generated(min(c.truth_seeds, len(ctx.seeds)))
+    if not rows:
+        return CheckResult(name="stale_truth", passed=False, message=NO_SEEDS)
+    at_start = {r.seed: r.world.truth_at_start for r in rows if r.world is not None}
+    if at_start and all(v == "undeclared" for v in at_start.values()):
+        return CheckResult(name="stale_truth", passed=True, seeds=len(at_start),
+                           figure="derive_truth not declared: the truth is not recomputed (the paraphrase and exploit checks still run)",
+                           data={"declared": False})
+    for row in rows:
+        verdict = at_start.get(row.seed, "same")
+        if verdict != "same" and verdict != "undeclared":
+            return CheckResult(name="stale_truth", passed=False, seeds=len(at_start), failing_seeds=[row.seed],
+                               figure=f"seed {row.seed}: generate's truth is not derive_truth of its own state",
+                               message=f"on seed {row.seed} the truth generate returned is not what derive_truth concludes from the "
+                               f"scenario's state ({verdict}): compute the truth from the final state you build, after every change",
+                               counterexample=Counterexample(seed=row.seed, detail=verdict[:300]), data={"declared": True})
+    writes = set(ctx.info.get("write_tools") or []) | set(ctx.info.get("terminal_tools") or [])
+    plan = [(r.seed, reads_only(r.reference.turns, writes)) for r in rows]  # type: ignore[union-attr]
+    results = ctx.play_many(plan, where="the reference's reads (stale-truth check)", truth_check=True)
+    if all(r.truth_check == "undeclared" for r in results):
+        return CheckResult(name="stale_truth", passed=True, seeds=len(rows), episodes=len(plan), data={"declared": False},
+                           figure="derive_truth not declared: the truth is not recomputed (the paraphrase and exploit checks still run)")
+    stale = [(seed, turns, r) for (seed, turns), r in zip(plan, results) if r.truth_check and r.truth_check not in ("same", "undeclared")]
+    if stale:
+        seed, turns, result = stale[0]
+        return CheckResult(
+            name="stale_truth", passed=False, seeds=len(rows), episodes=len(plan), failing_seeds=[s for s, _, _ in stale],
+            figure=f"the truth goes stale on {len(stale)}/{len(rows)} seeds",
+            message=f"on {len(stale)}/{len(rows)} seeds the truth recomputed after the reference's reads differs from the truth the "
+            f"reward uses (seed {seed}: {result.truth_check}): something changes the state the truth was computed from (a tool, "
+            "the simulated user, or generate after computing it); the agent will see the new state, and the right answer loses",
+            counterexample=Counterexample(seed=seed, actions=turns, detail=str(result.truth_check)[:300], reward=result.reward),
+            data={"declared": True},
+        )
+    return CheckResult(name="stale_truth", passed=True, seeds=len(rows), episodes=len(plan), data={"declared": True},
+                       figure=f"the truth recomputed at the start and after the reference's reads equals the graded truth on {len(rows)} seeds")
+
+
+def check_paraphrase(ctx: CheckContext) -> CheckResult:
+    """The reference played with its messages reworded (contractions, spellings and number formats, a
+    courteous sentence around each) and with runs of reads in another order must keep its reward (within
+    ``paraphrase_tolerance`` of the range) on at least ``paraphrase_min_share`` of the plays: a reward that
+    matches exact words or a fixed call order makes a sensible answer lose."""
+    c = ctx.config
+    rows = [r for r in ctx.generated(min(c.paraphrase_seeds, len(ctx.seeds))) if ctx.norm(r.reference.reward) >= c.solvability_min_reward]  # type: ignore[union-attr]
+    if not rows:
+        return CheckResult(name="paraphrase", passed=True, figure="no solved seed to reword", seeds=0)
+    writes = set(ctx.info.get("write_tools") or []) | set(ctx.info.get("terminal_tools") or [])
+    plan = [(row, kind, turns) for row in rows for kind, turns in variants(row.reference.turns, writes, ctx.rng)]  # type: ignore[union-attr]
+    results = ctx.play_many([(row.seed, turns) for row, _, turns in plan], where="a reworded reference")
+    kept: dict[str, list[bool]] = defaultdict(list)
+    first_loss = None
+    for (row, kind, turns), result in zip(plan, results):
+        ok = ctx.norm(result.reward) >= ctx.norm(row.reference.reward) - c.paraphrase_tolerance  # type: ignore[union-attr]
+        kept[kind].append(ok)
+        if not ok and first_loss is None:
+            first_loss = (row, kind, turns, result)
+    total = sum(len(v) for v in kept.values())
+    share = sum(sum(v) for v in kept.values()) / max(1, total)
+    figure = f"{share:.0%} of {total} reworded references keep the reward: " + ", ".join(f"{k} {sum(v)}/{len(v)}" for k, v in kept.items())
+    if share >= c.paraphrase_min_share or first_loss is None:
+        return CheckResult(name="paraphrase", passed=True, figure=figure, seeds=len(rows), episodes=len(plan))
+    row, kind, turns, result = first_loss
+    return CheckResult(
+        name="paraphrase", passed=False, figure=figure, seeds=len(rows), episodes=len(plan),
+        message=f"the reference loses its reward when {kind.replace('_', ' ')} change (seed {row.seed}: {result.reward:.3f} against "
+        f"{row.reference.reward:.3f}): grade what was decided and said, not the exact words (match whole words and their "  # type: ignore[union-attr]
+        "variants, compare numbers as numbers) or the order of reads",
+        counterexample=Counterexample(seed=row.seed, actions=turns, reward=result.reward, detail=f"{kind}: reward {result.reward!r}"),
+        failing_seeds=sorted({r.seed for (r, k, _), res in zip(plan, results)
+                              if ctx.norm(res.reward) < ctx.norm(r.reference.reward) - c.paraphrase_tolerance}),  # type: ignore[union-attr]
+    )

@@ -1,0 +1,171 @@
+"""The gate's own contract: seeds drawn at random (and repeated by run_seed), the same verdict on one lane or
+several, workers started like training's, counterexamples re-checked, hints that name real options, wall time
+that counts a sleep, an exploit library that can be extended. Real sandboxes, real gate runs."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from env_registry.hosted import SandboxedEnv
+from factory.validation import gate as gate_module
+from factory.validation.gate import validate_source
+from fuzz import exploits
+from sandbox import available_backends
+from schemas.validation import ValidationConfig, ValidationReport
+from tests.gate.defects import BASES, DEFECTS, VALID
+from tests.gate.test_defects import FAST
+from trace_env import gate_probe
+
+SANDBOXED = [name for name in ("bwrap", "docker") if available_backends().get(name) is None]
+pytestmark = pytest.mark.skipif(not SANDBOXED, reason=f"no sandbox backend available: {available_backends()}")
+BACKEND = SANDBOXED[0] if SANDBOXED else "bwrap"
+ROOT = Path(__file__).resolve().parents[2]
+TIMED = {"budget", "robustness"}  # figures that hold times or memory sizes
+
+
+def verdict(report: ValidationReport) -> list[Any]:
+    """Everything a report says, less what depends on the machine (seconds, times, memory)."""
+    out = []
+    for c in report.checks:
+        example = c.counterexample.model_dump(exclude={"reproduced"}) if c.counterexample else None
+        data = {k: v for k, v in c.data.items() if k != "episodes"}
+        out.append((c.name, c.passed, c.skipped, c.message if c.name not in TIMED else "", c.figure if c.name not in TIMED else "",
+                    c.failing_seeds, example, data, c.seeds, c.episodes if c.name not in TIMED else 0))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_envs_the_old_gate_rejected_pass(name: str) -> None:
+    """An argument-level decision, a yes/no answer, a long task with per-item credit, a [-1, 1] reward and an
+    env on its own tool domain that ends on a tool's outcome: each passes every check."""
+    report = validate_source(VALID[name].read_text(), config=ValidationConfig(**FAST), backend=BACKEND)
+    assert report.passed, [(c.name, c.figure, c.message) for c in report.failures()]
+    assert report.off_target == (name == "library_desk")
+    if name == "signed_reward":
+        assert report.env_info["reward_range"] == [-1.0, 1.0]
+
+
+def test_one_lane_and_three_lanes_give_the_same_report() -> None:
+    """The work spread over several workers changes nothing but the time it takes (a defective env, so the
+    failing checks' counterexamples are compared too)."""
+    source = DEFECTS["reward_ignores_which_reservation"].source()
+    one = validate_source(source, config=ValidationConfig(**{**FAST, "workers": 1}), backend=BACKEND)
+    three = validate_source(source, config=ValidationConfig(**{**FAST, "workers": 3}), backend=BACKEND)
+    assert (one.workers, three.workers) == (1, 3)
+    assert verdict(one) == verdict(three)
+    assert not one.passed and "reward_sensitivity" in {c.name for c in one.failures()}
+
+
+def test_seeds_are_drawn_anew_and_repeat_with_run_seed() -> None:
+    config = {**FAST, "run_seed": None}
+    first = validate_source(DEFECTS["generate_raises_on_some_seeds"].source(), config=ValidationConfig(**config), backend=BACKEND)
+    second = validate_source(DEFECTS["generate_raises_on_some_seeds"].source(), config=ValidationConfig(**config), backend=BACKEND)
+    assert first.run_seed is not None and second.run_seed is not None and first.run_seed != second.run_seed
+    failing = [next(c for c in r.checks if c.name == "solvability").failing_seeds for r in (first, second)]
+    assert failing[0] != failing[1] and all(s % 13 == 6 for f in failing for s in f)
+    again = validate_source(DEFECTS["generate_raises_on_some_seeds"].source(),
+                            config=ValidationConfig(**{**FAST, "run_seed": first.run_seed}), backend=BACKEND)
+    assert next(c for c in again.checks if c.name == "solvability").failing_seeds == failing[0]
+
+
+def test_every_worker_hashes_strings_its_own_way() -> None:
+    """Training's workers get a random hash seed as the gate's do, from the one constructor: a check that
+    compares two hash seeds is no condition an env can detect."""
+    source = BASES["tiny"].read_text()
+    seeds = []
+    for _ in range(3):
+        with SandboxedEnv(source, backend=BACKEND) as env:
+            seeds.append(env.hash_seed)
+    assert len(set(seeds)) == 3 and not set(seeds) & {1, 2}
+
+
+def test_gate_only_behaviour_is_seen_and_training_behaves_as_the_gate_saw() -> None:
+    """An env that pays only after the reference was asked for fails the one-path check; an env that reads
+    the old gate's hash seeds now sees training's conditions under the gate too, and fails there as it would
+    in training."""
+    aware = validate_source(DEFECTS["gate_only_behaviour"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    determinism = next(c for c in aware.checks if c.name == "determinism")
+    assert not determinism.passed and "fresh worker driven like training" in determinism.figure
+    assert determinism.counterexample.seed is not None and determinism.counterexample.actions
+    hashing = validate_source(DEFECTS["reads_the_gate_hash_seed"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    assert not next(c for c in hashing.checks if c.name == "solvability").passed
+    with SandboxedEnv(DEFECTS["reads_the_gate_hash_seed"].source(), backend=BACKEND) as env:  # as training opens it
+        seed = hashing.checks[5].failing_seeds[0] if hashing.checks[5].failing_seeds else 7
+        turns = env.call("solution", {"seed": seed, "which": "reference"})
+        env.call("reset", {"seed": seed})
+        rewards = [env.call("step", {"action": t})["reward"] for t in turns]
+    assert rewards[-1] == 0.0
+
+
+def test_counterexamples_are_replayed_before_they_are_reported() -> None:
+    report = validate_source(DEFECTS["reward_ignores_which_reservation"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    check = next(c for c in report.checks if c.name == "reward_sensitivity")
+    example = check.counterexample
+    assert example is not None and example.reproduced is True and example.reward is not None
+    # the seed it names is one on which no mutant of that kind fell (the old gate named a seed that passed)
+    assert example.seed in [s for s in check.failing_seeds] or "corrupt" in example.detail or "drop" in example.detail
+    exploit = validate_source(DEFECTS["work_destroyed_afterwards"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    found = next(c for c in exploit.checks if c.name == "exploit_search")
+    assert not found.passed and found.counterexample.reproduced is True and found.counterexample.transcript
+    assert any(m.get("role") == "tool" for m in found.counterexample.transcript)
+
+
+def test_an_added_exploit_is_played_on_every_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library is extensible: a registered policy is played and judged like the built-in ones."""
+    monkeypatch.setitem(exploits.EXPLOITS, "say_goodbye_twice", exploits.Exploit(
+        "say_goodbye_twice", "policy", "two goodbyes", lambda x: [[exploits.say("Goodbye."), exploits.say("Bye!")]]))
+    report = validate_source(BASES["tiny"].read_text(), config=ValidationConfig(**FAST), backend=BACKEND)
+    found = next(c for c in report.checks if c.name == "exploit_search")
+    assert "say_goodbye_twice" in found.data["per_exploit"] and found.data["closest"]
+    assert found.passed
+
+
+def test_hints_name_options_that_exist() -> None:
+    """Every `--set NAME` and `--option` a gate message suggests exists (ValidationConfig fields, and the
+    options of `factory validate --help`)."""
+    from typer.testing import CliRunner
+
+    from factory.cli import app
+
+    help_text = CliRunner().invoke(app, ["validate", "--help"], env={"COLUMNS": "200"}).output
+    fields = set(ValidationConfig.model_fields)
+    sources = [p for p in (ROOT / "factory" / "validation").rglob("*.py") if p.name != "static.py"]
+    sources += [ROOT / "fuzz" / "exploits.py", ROOT / "fuzz" / "paraphrase.py"]
+    problems = []
+    for path in sources:
+        text = path.read_text()
+        for name in re.findall(r"--set ([a-z_]+)", text):
+            if name not in fields and name.upper() != name:
+                problems.append(f"{path.name}: --set {name}")
+        for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", text):
+            if option not in help_text and option != "--set":
+                problems.append(f"{path.name}: {option}")
+    assert not problems, problems
+
+
+def test_wall_time_counts_a_sleep_and_not_a_wait_for_the_cpu() -> None:
+    watch = gate_probe.Stopwatch()
+    time.sleep(0.05)
+    assert watch.ms() >= 45  # the old CPU-time stopwatch read ~0 here
+    watch = gate_probe.Stopwatch()
+    sum(i * i for i in range(200_000))
+    busy = watch.ms()
+    assert 0 < busy < 2_000
+
+
+def test_a_step_that_sleeps_is_over_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Env modules cannot import time (the lint); the sandbox is the boundary, so with the lint out of the way
+    a sleeping tool must still fail the budget: the gate times wall time less waiting for a CPU."""
+    monkeypatch.setattr(gate_module, "check_source", lambda source: [])
+    source = BASES["tiny"].read_text().replace(
+        '    def get_reservation_details(self, state, reservation_id):\n',
+        '    def get_reservation_details(self, state, reservation_id):\n        import time\n        time.sleep(0.12)\n')
+    report = validate_source(source, config=ValidationConfig(**FAST), backend=BACKEND)
+    budget = next(c for c in report.checks if c.name == "budget")
+    assert not budget.passed and "step" in budget.message
