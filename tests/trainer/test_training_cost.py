@@ -5,7 +5,8 @@
   as the whole prompt, and the same sampled tokens over several turns with episodes dropped and extended;
 * the update: log-probs, gradients, GRPO losses and the weights after the optimizer steps equal those of
   the whole sequences;
-* turns end at the eos, at ``</tool_call>`` and at stop strings, never later, with exactly the sampled tokens.
+* turns end at the eos, at ``</tool_call>`` and at stop strings, never later, with exactly the sampled tokens;
+* the run summary reports the share of iterations that trained nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from trainer.envpool import EnvPool
 from trainer.logprobs import TokenLogProbs
 from trainer.model import attach_adapter, trainable_parameters
 from trainer.prefix import MIN_SHARED, shared_prefixes
+from trainer.report import IterationMetrics, summary
 from trainer.rollout import collect_groups
 from trainer.update import Item, PolicyUpdate, pack, pack_shared
 
@@ -309,3 +311,10 @@ def test_a_stopped_turn_is_not_a_cut_turn_and_its_eos_is_env_text(chat, wifi_env
     assert env[0] == chat.eos_id
     assert rollout.completion_ids == check + env + switch
     assert rollout.completion_mask == [1] * len(check) + [0] * len(env) + [1] * len(switch)
+
+
+def test_summary_reports_the_share_of_iterations_that_trained_nothing() -> None:
+    rows = [IterationMetrics(iteration=0, phase="warm_start", trained_rollouts=0)]  # warm-start rows do not count
+    rows += [IterationMetrics(iteration=i, trained_rollouts=n) for i, n in enumerate([0, 12, 0, 0, 5])]
+    assert summary(rows)["trained_nothing_share"] == pytest.approx(3 / 5)
+    assert summary([])["trained_nothing_share"] is None
