@@ -167,6 +167,10 @@ class Bench:
         self.start = start
         self.restore(out["after_state"])
         self.rows.append(row)
+        print(f"round {index + 1}: before {row['before']['gen_s'] + row['before']['update_s']:.1f} s, after "
+              f"{row['after']['gen_s'] + row['after']['update_s']:.1f} s, update plain/shared on the same rollouts "
+              f"{row['same rollouts']['update_s']:.2f}/{row['after']['update_s']:.2f} s, loss "
+              f"{row['same rollouts']['loss']:.6g}/{row['after']['loss']:.6g}, load {row['load']:.1f}", file=sys.stderr, flush=True)
         return out["after"]
 
 
@@ -328,6 +332,7 @@ def main() -> None:
         run.setup()
         with Clock() as warm:
             run.warm_start()
+        print(f"warm start: {warm.wall:.0f} s", file=sys.stderr, flush=True)
         adapter = Path(tempfile.mkdtemp(prefix="bench-train-adapter-")) / "adapter"
         checkpoint.write_adapter(run.policy, adapter)
         bench = Bench(run, settings.seed)
