@@ -71,6 +71,25 @@ class Clock:
         self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
 
 
+class OwnAccumulation:
+    """accelerate keeps one GradientState per process, shared by every Accelerator: while TRL's trainer is
+    between micro-steps of its accumulation (where ``rollout_func`` runs), our optimizer would skip its
+    step and its zero_grad and divide the loss by TRL's accumulation count. Our arms run with one
+    accumulation step, synced, and TRL's state is put back after."""
+
+    def __init__(self, accelerator: Any) -> None:
+        self.state = accelerator.gradient_state
+
+    def __enter__(self) -> None:
+        self.saved = (self.state.sync_gradients, self.state.plugin_kwargs.get("num_steps", 1))
+        self.state._set_sync_gradients(True)
+        self.state.plugin_kwargs.update({"num_steps": 1})
+
+    def __exit__(self, *exc: Any) -> None:
+        self.state._set_sync_gradients(self.saved[0])
+        self.state.plugin_kwargs.update({"num_steps": self.saved[1]})
+
+
 class Bench:
     """One GRPORun (model, adapter, optimizer, env pool) driven arm by arm."""
 
@@ -112,7 +131,8 @@ class Bench:
         with Clock() as clock:
             rollouts, stats = collect_groups(self.engines[arm], self.run.chat, self.run.pool, seeds, c.grpo.group_size, c.rollout)
         return rollouts, {"gen_s": clock.wall, "gen_cpu": clock.cpu, "env_s": stats.env_seconds,
-                          "tokens": stats.generated_tokens, "cut_turns": sum(r.cut_turns for r in rollouts)}
+                          "tokens": stats.generated_tokens, "cut_turns": sum(r.cut_turns for r in rollouts),
+                          "errors": sum(r.termination == "infrastructure_error" for r in rollouts)}
 
     def update(self, rollouts: list[Any], share: bool) -> dict[str, float]:
         import torch
@@ -159,10 +179,11 @@ class Bench:
             row["prefix only"] = gen
 
         arms: list[Callable[[], None]] = [before, after, prefix_only] if index % 2 == 0 else [prefix_only, after, before]
-        for arm in arms:
-            self.restore(start)
-            arm()
-        same_rollouts()
+        with OwnAccumulation(self.run.accelerator):
+            for arm in arms:
+                self.restore(start)
+                arm()
+            same_rollouts()
         row["prefix only"]["identical_to_before"] = out["prefix_tokens"] == out["before_tokens"]
         self.start = start
         self.restore(out["after_state"])
@@ -245,7 +266,7 @@ def summarise(rows: list[dict[str, Any]], trl_steps: list[float]) -> dict[str, A
     def arm(name: str) -> dict[str, Any]:
         parts = [r[name] for r in timed]
         out: dict[str, Any] = {}
-        for key in ("gen_s", "gen_cpu", "update_s", "update_cpu", "env_s", "tokens", "cut_turns"):
+        for key in ("gen_s", "gen_cpu", "update_s", "update_cpu", "env_s", "tokens", "cut_turns", "errors"):
             if key in parts[0]:
                 out[key] = med([p[key] for p in parts])
         if "gen_s" in out and "update_s" in out:
@@ -268,6 +289,7 @@ def summarise(rows: list[dict[str, Any]], trl_steps: list[float]) -> dict[str, A
         "max |loss plain - loss shared|": max(deltas),
         "max relative grad-norm difference": max(norms),
         "rounds where prefix-only sampled the before arm's tokens": f"{sum(r['prefix only']['identical_to_before'] for r in rows)}/{len(rows)}",
+        "sandbox errors (before, prefix only, after), all rounds": [sum(r[k]["errors"] for r in rows) for k in ("before", "prefix only", "after")],
     }
     result["trained_nothing"] = {name: f"{sum(r[name]['trained'] == 0 for r in rows)}/{len(rows)}" for name in ("before", "after")}
     if trl_steps:
@@ -293,7 +315,7 @@ def report(result: dict[str, Any], header: str) -> None:
     for key, value in result["ratios"].items():
         print(f"{key}: {value:.2f}x")
     for key, value in result["identical"].items():
-        print(f"{key}: {value if isinstance(value, str) else format(value, '.2e')}")
+        print(f"{key}: {value if isinstance(value, (str, list)) else format(value, '.2e')}")
     print(f"rounds that trained nothing: before {result['trained_nothing']['before']}, after {result['trained_nothing']['after']}")
     print(f"1-minute load average per round: {result['load_1min']} on {os.cpu_count()} cores")
 
