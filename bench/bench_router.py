@@ -1,6 +1,6 @@
 """Benchmark: routing decision time and adapter switch time for small models on CPU, measured in one run.
 
-    python bench/bench_router.py [--tasks 12] [--switches 30] [--models tiny,small] [--threads N] [--json]
+    python bench/bench_router.py [--tasks 12] [--switches 30] [--models tiny,small] [--threads 1] [--json]
 
 Menu: the built-in blueprints (real τ² and ToolSandbox envs), admitted by a light validation gate into a
 temporary registry, their reference episodes played in the sandbox. Tasks: first user messages of real
@@ -13,6 +13,11 @@ Figures per model:
 - switch: median time to move from one adapter to another with PEFT ``set_adapter`` (adapters stay
   separate), against a weight merge (unmerge the old adapter, merge the new one into the base weights),
   and the ratio merge / set_adapter; plus building a soft ``cat`` mix of two adapters.
+
+Both are measured interleaved (task by task, the three router set-ups take turns; switch by switch, the
+two adapter sets, one per model copy, take turns, the order flipping every switch), so load that comes and
+goes hits every side alike, and with torch's thread count pinned (default 1; the merge figure was once
+48.8 ms at 2 threads against 6.4 ms at 1 on a shared 2-core machine: it measured thread contention).
 Absolute numbers depend on the machine and its load; the ratios are the result.
 """
 
@@ -84,39 +89,41 @@ def decision_times(model, tokenizer, menu, texts: list[str]) -> dict[str, float]
     from router.decide import Router
     from router.schema import RouterConfig
 
-    figures: dict[str, float] = {}
     Router(model, tokenizer, menu, RouterConfig(prefix_cache=False)).route(texts[-1])  # warm-up: first-call costs
-    for label, config, count in (
-        ("fixed", RouterConfig(), len(texts)),
-        ("debiased", RouterConfig(debias="cyclic"), len(texts)),
-        ("fixed, no cache", RouterConfig(prefix_cache=False), 3),
-    ):
-        router = Router(model, tokenizer, menu, config)
-        seconds = [router.route(text).seconds for text in texts[:count]]
-        print(f"  {label}: {len(seconds)} tasks routed", file=sys.stderr)
-        figures[f"{label}: first ms"] = seconds[0] * 1000.0
-        figures[f"{label}: median ms"] = median_ms(seconds[1:])
-    figures["prompt tokens"] = float(Router(model, tokenizer, menu).route(texts[0]).prompt_tokens)
+    setups = {"fixed": (RouterConfig(), len(texts)), "debiased": (RouterConfig(debias="cyclic"), len(texts)),
+              "fixed, no cache": (RouterConfig(prefix_cache=False), 3)}
+    routers = {label: Router(model, tokenizer, menu, config) for label, (config, _) in setups.items()}
+    seconds: dict[str, list[float]] = {label: [] for label in setups}
+    for index, text in enumerate(texts):  # interleaved: each task goes through every set-up, in turn
+        labels = [label for label, (_, count) in setups.items() if index < count]
+        for label in labels if index % 2 == 0 else reversed(labels):
+            seconds[label].append(routers[label].route(text).seconds)
+    figures: dict[str, float] = {}
+    for label, samples in seconds.items():
+        print(f"  {label}: {len(samples)} tasks routed", file=sys.stderr)
+        figures[f"{label}: first ms"] = samples[0] * 1000.0
+        figures[f"{label}: median ms"] = median_ms(samples[1:])
+    figures["prompt tokens"] = float(routers["fixed"].route(texts[0]).prompt_tokens)
     return figures
 
 
-def switch_times(model, adapter_dirs: dict[str, Path], switches: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def switch_times(path: Path, adapter_dirs: dict[str, Path], switches: int) -> dict[str, float]:
+    from transformers import AutoModelForCausalLM
+
     from router.apply_peft import AdapterSet
     from router.schema import RouteDecision
 
-    figures: dict[str, float] = {}
     names = list(adapter_dirs)
-    for merge in (False, True):
-        adapters = AdapterSet.load(model, adapter_dirs, merge=merge)
-        samples = []
-        for i in range(switches):
+    sets = {merge: AdapterSet.load(AutoModelForCausalLM.from_pretrained(path).eval(), adapter_dirs, merge=merge)
+            for merge in (False, True)}  # one model copy each: a merge changes its base weights
+    samples: dict[bool, list[float]] = {False: [], True: []}
+    for i in range(switches):
+        for merge in (False, True) if i % 2 == 0 else (True, False):
             started = time.perf_counter()
-            adapters.apply(names[i % len(names)])
-            samples.append(time.perf_counter() - started)
-        figures["merge switch ms" if merge else "set_adapter switch ms"] = median_ms(samples[1:])
-        adapters.apply(None)
-        model = adapters.model.unload()  # the base model again, for the next round
-    adapters = AdapterSet.load(model, adapter_dirs)
+            sets[merge].apply(names[i % len(names)])
+            samples[merge].append(time.perf_counter() - started)
+    figures = {"set_adapter switch ms": median_ms(samples[False][1:]), "merge switch ms": median_ms(samples[True][1:])}
+    adapters = sets[False]
     mix = RouteDecision(choice=names[0], label="A", probabilities={}, weights={names[0]: 0.6, names[1]: 0.4}, mode="soft")
     started = time.perf_counter()
     adapters.apply(mix)
@@ -133,14 +140,13 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=12)
     parser.add_argument("--switches", type=int, default=30)
     parser.add_argument("--models", default="tiny,small")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads, pinned for the whole run (default 1)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -161,7 +167,7 @@ def main() -> int:
             figures = {"parameters (M)": sum(p.numel() for p in model.parameters()) / 1e6}
             print(f"{name}: {figures['parameters (M)']:.2f}M parameters", file=sys.stderr)
             figures |= decision_times(model, tokenizer, menu, texts)
-            figures |= switch_times(model, make_adapters(path, Path(tmp) / f"adapters-{name}"), args.switches)
+            figures |= switch_times(path, make_adapters(path, Path(tmp) / f"adapters-{name}"), args.switches)
             results[name] = figures
     if args.json:
         print(json.dumps({"menu_build_s": menu_seconds, "threads": torch.get_num_threads(), "models": results}, indent=2))

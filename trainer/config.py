@@ -86,12 +86,13 @@ class RolloutSettings(_Section):
 
 
 class WarmStartSettings(_Section):
-    """Supervised steps on the env's reference solutions before GRPO (0 = none)."""
+    """Supervised steps on the env's reference solutions before GRPO (0 = none). On by default: without it an
+    untrained policy scores ~0 on a real blueprint and most iterations train nothing (issue 21's note)."""
 
-    steps: int = Field(0, ge=0)
+    steps: int = Field(16, ge=0)
     seeds: int = Field(32, ge=1, description="distinct reference episodes to learn from")
     first_seed: int = Field(1_000_000, ge=0, description="kept apart from the GRPO seeds")
-    lr: float = Field(1e-4, gt=0)
+    lr: float = Field(1e-3, gt=0)
     batch_size: int = Field(8, ge=1)
 
 

@@ -7,6 +7,12 @@ turn of every remaining episode at once (:meth:`generate`). The transformers eng
 again. Episodes gain different numbers of tokens per turn; each new block is left-padded *within the
 block*, and the attention mask (hence position ids, which transformers derives from it) skips the holes,
 so every row computes exactly what it would alone.
+
+The prompt is prefilled once per shared prefix: the rollouts of a group (and groups whose prompts share the
+system text) have their common token prefix, found from the tokens (:mod:`trainer.prefix`), run through
+the model once; its KV cache is copied to every member's row and only each member's own tail is encoded.
+A turn ends at the eos token, at any other end-of-turn token the model declares, or at ``</tool_call>``
+(the env runs one call per turn), instead of running on to ``max_new_tokens``.
 """
 
 from __future__ import annotations
@@ -16,13 +22,20 @@ from typing import Any, NamedTuple, Protocol
 import torch
 
 from trainer.chat import ChatFormat
+from trainer.prefix import owners, shared_prefixes, worth_sharing
+
+TOOL_CALL_END = "</tool_call>"
+"""A Hermes/Qwen tool call is complete here; the env acts on one call per turn."""
 
 
 class Generated(NamedTuple):
-    """One episode's turn: the sampled tokens (with the closing eos when it came) and whether it came."""
+    """One episode's turn: the sampled tokens (with the closing eos when it came), whether the eos came, and
+    whether a stop sequence (another end-of-turn token, ``</tool_call>``) ended the turn before it; a turn
+    with neither was cut at ``max_new_tokens``. After a stop the eos is the env's (masked) text."""
 
     tokens: list[int]
     ended: bool
+    stopped: bool = False
 
 
 class GenerationSession(Protocol):
@@ -41,31 +54,132 @@ class Engine(Protocol):
     def sync(self, model: Any, step: int) -> None: ...
 
 
-def sampling_config(chat: ChatFormat, temperature: float, max_new_tokens: int) -> Any:
+class StopRule(NamedTuple):
+    """Where a turn ends: token ids (the eos first) and strings that are not single tokens."""
+
+    token_ids: list[int]
+    strings: list[str]
+
+
+def stop_rule(chat: ChatFormat, declared_eos: Any = None, stop_at_tool_call: bool = True) -> StopRule:
+    """The eos, the model's own end-of-turn ids (``generation_config.eos_token_id``: an int or a list) and
+    ``</tool_call>``: as a token id where the tokenizer has it as one token (Qwen's do), else as a string."""
+    ids = [chat.eos_id]
+    for extra in [declared_eos] if isinstance(declared_eos, int) else list(declared_eos or []):
+        if int(extra) not in ids:
+            ids.append(int(extra))
+    strings = []
+    if stop_at_tool_call:
+        encoded = chat.encode(TOOL_CALL_END)
+        if len(encoded) == 1:
+            ids.append(encoded[0])
+        else:
+            strings.append(TOOL_CALL_END)
+    return StopRule(ids, strings)
+
+
+def declared_eos(model: Any) -> Any:
+    """``generation_config.eos_token_id`` of a transformers model (None when it has none)."""
+    return getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+
+
+def sampling_config(chat: ChatFormat, temperature: float, max_new_tokens: int, stops: StopRule | None = None) -> Any:
     """Pure ancestral sampling at ``temperature``: no top-k/top-p, whatever the model's own defaults say,
-    so the sampled tokens follow the distribution the loss differentiates."""
+    so the sampled tokens follow the distribution the loss differentiates. Temperature 0 is greedy
+    decoding (evaluation). ``stops`` (default: the eos alone) says where a turn ends."""
     from transformers import GenerationConfig
 
+    sample = temperature > 0
     return GenerationConfig(
-        do_sample=True, temperature=temperature, top_k=None, top_p=None, min_p=None, max_new_tokens=max_new_tokens,
-        eos_token_id=chat.eos_id, pad_token_id=chat.pad_id, repetition_penalty=None, return_dict_in_generate=True,
-        use_cache=True,
+        do_sample=sample, temperature=temperature if sample else None, top_k=None, top_p=None, min_p=None,
+        max_new_tokens=max_new_tokens, eos_token_id=stops.token_ids if stops else chat.eos_id, pad_token_id=chat.pad_id,
+        repetition_penalty=None, return_dict_in_generate=True, use_cache=True,
+        stop_strings=(stops.strings or None) if stops else None,
     )
 
 
-class TransformersEngine:
-    """``model.generate`` on the training model itself (CPU or GPU); the adapter is live, nothing to sync."""
+def turn_length(tokens: list[int], stops: StopRule, decode: Any) -> tuple[int, bool, bool]:
+    """(tokens the turn keeps, ended by the eos, ended by another stop). The first stop token wins; a
+    stop string ends the turn at the first token whose text completes it (binary search: "the text so far
+    contains it" only turns true as tokens are added)."""
+    end = next((i + 1 for i, t in enumerate(tokens) if t in stops.token_ids), len(tokens))
+    if stops.strings:
+        def contains(n: int) -> bool:
+            text = decode(tokens[:n])
+            return any(s in text for s in stops.strings)
 
-    def __init__(self, model: Any, chat: ChatFormat, temperature: float, max_new_tokens: int) -> None:
+        if contains(end):
+            low, high = 1, end
+            while low < high:
+                middle = (low + high) // 2
+                low, high = (low, middle) if contains(middle) else (middle + 1, high)
+            if low < end or tokens[end - 1] not in stops.token_ids:
+                return low, False, True
+    if end and tokens[end - 1] in stops.token_ids:
+        return end, tokens[end - 1] == stops.token_ids[0], tokens[end - 1] != stops.token_ids[0]
+    return end, False, False
+
+
+class TransformersEngine:
+    """``model.generate`` on the training model itself (CPU or GPU); the adapter is live, nothing to sync.
+
+    ``share_prefix`` prefills each shared prompt prefix once; ``stops`` says where a turn ends (default:
+    :func:`stop_rule`). ``share_prefix=False, stops=StopRule([eos], [])`` is the engine as it was before
+    either existed (benchmarks compare the two).
+    """
+
+    def __init__(self, model: Any, chat: ChatFormat, temperature: float, max_new_tokens: int,
+                 share_prefix: bool = True, stops: StopRule | None = None) -> None:
         self.model = model
         self.chat = chat
-        self.config = sampling_config(chat, temperature, max_new_tokens)
+        self.share_prefix = share_prefix
+        self.stops = stops or stop_rule(chat, declared_eos(model))
+        self.config = sampling_config(chat, temperature, max_new_tokens, self.stops)
 
     def session(self, prompts: dict[int, list[int]]) -> "TransformersSession":
         return TransformersSession(self, prompts)
 
     def sync(self, model: Any, step: int) -> None:
         self.model = model
+
+
+def _decoder(model: Any) -> Any:
+    """The transformer stack without the output layer (a PEFT model's LoRA layers are inside it)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.get_decoder()
+
+
+def prefill_shared(model: Any, prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, Any, list[int]] | None:
+    """Run each shared prefix of ``prompts`` once and copy its KV cache to every member's row.
+
+    Returns (ids [N, P], attention mask [N, P], the cache, each row's prefix length): rows hold their
+    prefix right-padded to the longest, so the tails the caller appends continue at the right positions
+    (transformers derives them from the mask). None when no two prompts share a prefix worth it, or when
+    the model's cache is not a plain per-layer KV cache (sliding windows), where copying rows is not exact.
+    """
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    clusters = shared_prefixes(prompts, keep=1)
+    if not worth_sharing(clusters):
+        return None
+    device = next(model.parameters()).device
+    width = max(c.length for c in clusters)
+    ids = torch.full((len(clusters), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(clusters), width), dtype=torch.long)
+    for row, cluster in enumerate(clusters):
+        ids[row, : cluster.length] = torch.tensor(prompts[cluster.members[0]][: cluster.length], dtype=torch.long)
+        mask[row, : cluster.length] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    decoder = _decoder(model)
+    cache = DynamicCache(config=decoder.config)
+    if any(type(layer) is not DynamicLayer for layer in cache.layers):
+        return None
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    decoder(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
+    owner = owners(clusters, len(prompts))
+    cache.batch_select_indices(torch.tensor(owner, device=device))
+    return ids[owner], mask[owner], cache, [clusters[c].length for c in owner]
 
 
 class TransformersSession:
@@ -98,6 +212,18 @@ class TransformersSession:
         if self.cache is not None:
             self.cache.batch_select_indices(index)
 
+    def _prefill(self) -> None:
+        """First turn: the shared prefixes once; each row keeps only its own tail pending."""
+        prompts = [self.pending.get(k, []) for k in self.keys]
+        if min(map(len, prompts), default=0) < 2:
+            return
+        shared = prefill_shared(self.engine.model, prompts, self.engine.chat.pad_id)
+        if shared is None:
+            return
+        self.ids, self.mask, self.cache, lengths = shared
+        for key, length in zip(self.keys, lengths):
+            self.pending[key] = self.pending[key][length:]
+
     def _append_pending(self, device: torch.device) -> None:
         width = max((len(self.pending.get(k, [])) for k in self.keys), default=0)
         pad = self.engine.chat.pad_id
@@ -119,28 +245,30 @@ class TransformersSession:
     def generate(self) -> dict[int, Generated]:
         if not self.keys:
             return {}
-        model = self.engine.model
-        self._append_pending(next(model.parameters()).device)
+        engine = self.engine
+        model = engine.model
         was_training = model.training
         model.eval()
         try:
+            if self.ids is None and engine.share_prefix:
+                self._prefill()
+            self._append_pending(next(model.parameters()).device)
             out = model.generate(
                 input_ids=self.ids, attention_mask=self.mask, past_key_values=self.cache,
-                generation_config=self.engine.config,
+                generation_config=engine.config, tokenizer=engine.chat.tokenizer if engine.stops.strings else None,
             )
         finally:
             model.train(was_training)
         assert self.ids is not None and self.mask is not None
         new = out.sequences[:, self.ids.shape[1]:]
-        eos = self.engine.chat.eos_id
         new_mask = torch.zeros_like(new)
         results: dict[int, Generated] = {}
+        decode = engine.chat.tokenizer.decode
         for row, key in enumerate(self.keys):
             tokens = new[row].tolist()
-            ended = eos in tokens
-            length = tokens.index(eos) + 1 if ended else len(tokens)
+            length, ended, stopped = turn_length(tokens, engine.stops, decode)
             new_mask[row, :length] = 1
-            results[key] = Generated(tokens[:length], ended)
+            results[key] = Generated(tokens[:length], ended, stopped)
         self.ids = out.sequences
         self.mask = torch.cat([self.mask, new_mask], dim=1)
         self.cache = out.past_key_values

@@ -5,6 +5,12 @@ are trained on, a chunk at a time, and each chunk is recomputed in the backward 
 checkpointing) instead of kept. Peak memory for the output layer is one chunk x vocabulary, in float32,
 whatever the episode length - a 49k-vocabulary model over multi-turn episodes of thousands of tokens
 needed 17.5 GB for one step without this.
+
+A batch packed with a shared prefix (:func:`trainer.update.pack_shared`) runs each prefix once: its KV
+cache, still attached to the graph, is copied to every row that starts with it, and the rows' own tails
+attend to it. Gradients from every row flow back into the one prefix computation, so values and gradients
+are those of the whole sequences (a test holds them equal). Gradient checkpointing drops a KV cache passed
+to a checkpointed layer, so a shared batch is refused while it is on (:meth:`TokenLogProbs.shares_prefix`).
 """
 
 from __future__ import annotations
@@ -37,20 +43,42 @@ class TokenLogProbs(torch.nn.Module):
         self.chunk = chunk
         self.temperature = temperature
 
+    def shares_prefix(self) -> bool:
+        """Whether a shared-prefix batch can be computed now: not under gradient checkpointing in train
+        mode (checkpointed layers are handed no cache), and only with plain per-layer KV caches."""
+        decoder = self.policy.get_base_model().get_decoder()
+        if decoder.training and any(getattr(m, "gradient_checkpointing", False) for m in decoder.modules()):
+            return False
+        layer_types = getattr(decoder.config, "layer_types", None) or ["full_attention"]
+        return all(kind == "full_attention" for kind in layer_types)
+
     def forward(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         rows: torch.Tensor,
-        cols: torch.Tensor,
+        cols: torch.Tensor | None = None,
         use_adapter: bool = True,
+        position_ids: torch.Tensor | None = None,
+        prefix_ids: torch.Tensor | None = None,
+        prefix_mask: torch.Tensor | None = None,
+        prefix_of: torch.Tensor | None = None,
+        source: torch.Tensor | None = None,
+        targets: torch.Tensor | None = None,
     ) -> torch.Tensor:
         base = self.policy.get_base_model()
         context = nullcontext() if use_adapter else self.policy.disable_adapter()
         with context:
-            hidden = base.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
-            picked = hidden[rows, cols - 1]
-            targets = input_ids[rows, cols]
+            decoder = base.get_decoder()
+            if prefix_ids is None:
+                assert cols is not None
+                hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+                picked = hidden[rows, cols - 1]
+                targets = input_ids[rows, cols]
+            else:
+                assert prefix_mask is not None and prefix_of is not None and source is not None and targets is not None
+                hidden = self._shared_hidden(decoder, input_ids, attention_mask, position_ids, prefix_ids, prefix_mask, prefix_of)
+                picked = hidden[source]
             head = base.get_output_embeddings()
             pieces = []
             for start in range(0, picked.shape[0], self.chunk):
@@ -62,3 +90,21 @@ class TokenLogProbs(torch.nn.Module):
         if not pieces:
             return hidden.new_zeros(0, dtype=torch.float32)
         return torch.cat(pieces)
+
+    def _shared_hidden(
+        self, decoder: Any, suffix_ids: torch.Tensor, suffix_mask: torch.Tensor, positions: torch.Tensor | None,
+        prefix_ids: torch.Tensor, prefix_mask: torch.Tensor, prefix_of: torch.Tensor,
+    ) -> torch.Tensor:
+        """Hidden states of every prefix position, then of every row's tail, flattened into one [C*P + N*S, d]
+        table (``source`` indexes it). Prefixes are right-padded; the tails carry explicit positions."""
+        from transformers import DynamicCache
+
+        if not self.shares_prefix():
+            raise RuntimeError("a shared-prefix batch needs gradient checkpointing off and a plain KV cache; pack it plainly")
+        cache = DynamicCache(config=decoder.config)
+        prefix = decoder(input_ids=prefix_ids, attention_mask=prefix_mask, past_key_values=cache, use_cache=True).last_hidden_state
+        cache.batch_select_indices(prefix_of)  # indexing keeps the graph: each row's gradient reaches its prefix
+        mask = torch.cat([prefix_mask[prefix_of], suffix_mask], dim=1)
+        tail = decoder(input_ids=suffix_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                       use_cache=True).last_hidden_state
+        return torch.cat([prefix.reshape(-1, prefix.shape[-1]), tail.reshape(-1, tail.shape[-1])])

@@ -129,6 +129,7 @@ def summary(rows: list[IterationMetrics]) -> dict[str, Any]:
         "last10_reward": tail_mean(rows, 10),
         "best_reward": max((r.reward_mean for r in grpo if r.reward_mean is not None), default=None),
         "zero_variance_share": _mean([r.zero_variance_share for r in grpo]),
+        "trained_nothing_share": _mean([float(r.trained_rollouts == 0) for r in grpo]),  # every group flat or invalid
         "cut_turns": sum(r.cut_turns for r in grpo),
         "context_truncated": sum(r.context_truncated for r in grpo),
         "infrastructure_errors": sum(r.infrastructure_errors for r in grpo),

@@ -157,7 +157,7 @@ def collect_groups(
             rollout.completion_ids += turn.tokens
             rollout.completion_mask += [1] * len(turn.tokens)
             rollout.turns += 1
-            rollout.cut_turns += 0 if turn.ended else 1
+            rollout.cut_turns += 0 if turn.ended or turn.stopped else 1
             stats.generated_tokens += len(turn.tokens)
             lengths[i] += len(turn.tokens)
             reply = outcome.reply

@@ -16,6 +16,7 @@ import torch
 
 from trainer.config import GRPOSettings
 from trainer.grpo import group_advantages, grpo_loss, per_trajectory_mean
+from trainer.prefix import owners, shared_prefixes, worth_sharing
 from trainer.rollout import Rollout
 
 LossFn = Callable[[dict[str, torch.Tensor], list["Item"], torch.Tensor], tuple[torch.Tensor, dict[str, float]]]
@@ -91,15 +92,69 @@ def pack(items: list[Item], pad_id: int, device: torch.device) -> dict[str, torc
     }
 
 
+def pack_shared(items: list[Item], pad_id: int, device: torch.device) -> dict[str, torch.Tensor] | None:
+    """The batch with every shared token prefix stored once (None when no two items share one).
+
+    ``prefix_ids`` [C, P]: one right-padded row per prefix; ``input_ids`` [N, S]: each item's tail after
+    its prefix, right-padded, with explicit ``position_ids``; ``prefix_of`` [N]: each item's prefix row;
+    for every trained token in the order :func:`pack` gives them, ``rows`` (its item), ``targets`` (the
+    token) and ``source`` (which hidden state predicts it, in the [C*P + N*S] table of prefix then tail
+    states).
+    """
+    clusters = shared_prefixes([item.ids for item in items], keep=1)
+    if not worth_sharing(clusters):
+        return None
+    owner = owners(clusters, len(items))
+    width = max(c.length for c in clusters)
+    tail = max(len(item.ids) - clusters[owner[i]].length for i, item in enumerate(items))
+    prefix_ids = torch.full((len(clusters), width), pad_id, dtype=torch.long)
+    prefix_mask = torch.zeros((len(clusters), width), dtype=torch.long)
+    for row, cluster in enumerate(clusters):
+        prefix_ids[row, : cluster.length] = torch.tensor(items[cluster.members[0]].ids[: cluster.length], dtype=torch.long)
+        prefix_mask[row, : cluster.length] = 1
+    ids = torch.full((len(items), tail), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(items), tail), dtype=torch.long)
+    positions = torch.zeros((len(items), tail), dtype=torch.long)
+    rows, source, targets = [], [], []
+    for row, item in enumerate(items):
+        start = clusters[owner[row]].length
+        ids[row, : len(item.ids) - start] = torch.tensor(item.ids[start:], dtype=torch.long)
+        mask[row, : len(item.ids) - start] = 1
+        positions[row] = torch.arange(start, start + tail)
+        for col, trained in enumerate(item.mask):
+            if trained and col > 0:
+                rows.append(row)
+                targets.append(item.ids[col])
+                before = col - 1  # the position whose hidden state predicts the token
+                source.append(owner[row] * width + before if before < start
+                              else len(clusters) * width + row * tail + before - start)
+    as_tensor = lambda values: torch.tensor(values, dtype=torch.long, device=device)  # noqa: E731
+    return {
+        "input_ids": ids.to(device), "attention_mask": mask.to(device), "position_ids": positions.to(device),
+        "prefix_ids": prefix_ids.to(device), "prefix_mask": prefix_mask.to(device), "prefix_of": as_tensor(owner),
+        "rows": as_tensor(rows), "source": as_tensor(source), "targets": as_tensor(targets),
+    }
+
+
 class PolicyUpdate:
     """Optimizer steps on a prepared :class:`~trainer.logprobs.TokenLogProbs` module."""
 
-    def __init__(self, accelerator: Any, module: Any, optimizer: Any, settings: GRPOSettings, pad_id: int) -> None:
+    def __init__(self, accelerator: Any, module: Any, optimizer: Any, settings: GRPOSettings, pad_id: int,
+                 share_prefix: bool = True) -> None:
         self.accelerator = accelerator
         self.module = module
         self.optimizer = optimizer
         self.settings = settings
         self.pad_id = pad_id
+        self.share_prefix = share_prefix
+
+    def pack(self, items: list[Item]) -> dict[str, torch.Tensor]:
+        """A micro-batch: shared prefixes computed once where items share one and the module can."""
+        if self.share_prefix and self.accelerator.unwrap_model(self.module).shares_prefix():
+            shared = pack_shared(items, self.pad_id, self.device)
+            if shared is not None:
+                return shared
+        return pack(items, self.pad_id, self.device)
 
     @property
     def device(self) -> torch.device:
@@ -118,7 +173,7 @@ class PolicyUpdate:
         out: list[torch.Tensor] = []
         for start in range(0, len(items), self.settings.micro_batch_size):
             chunk = items[start: start + self.settings.micro_batch_size]
-            batch = pack(chunk, self.pad_id, self.device)
+            batch = self.pack(chunk)
             logp = module(**batch, use_adapter=use_adapter)
             out.extend(logp[batch["rows"] == row].detach() for row in range(len(chunk)))
         return out
@@ -134,7 +189,7 @@ class PolicyUpdate:
         most = int(self.reduce(len(batches), "max"))
         batches += [([filler], 0.0)] * (most - len(batches))
         for index, (chunk, flag) in enumerate(batches):
-            batch = pack(chunk, self.pad_id, self.device)
+            batch = self.pack(chunk)
             sync = index == len(batches) - 1
             with nullcontext() if sync else self.accelerator.no_sync(self.module):
                 logp = self.module(**batch)
