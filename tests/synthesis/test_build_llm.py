@@ -1,6 +1,6 @@
 """`factory build --llm`: the real openai and anthropic SDKs against a scripted loopback server.
 
-The scripted model writes a small env (tests/envs/tiny_cancel.py) in several states of brokenness; the loop
+The scripted model writes a small env (tests/gate/envs/tiny_checked.py) in several states of brokenness; the loop
 must validate each in the sandbox, feed the failures back, and register only a passing env.
 """
 
@@ -20,7 +20,7 @@ from sandbox import available_backends
 from tests.conftest import TEST_ENVS
 
 BACKEND = "bwrap" if available_backends().get("bwrap") is None else "docker"
-TINY = (TEST_ENVS / "tiny_cancel.py").read_text()
+TINY = (TEST_ENVS.parent / "gate" / "envs" / "tiny_checked.py").read_text()  # tiny_cancel.py has a reward hole the gate finds
 SYNTAX_ERROR = TINY.replace("def evaluate(self, episode):", "def evaluate(self, episode:", 1)
 SCHEMA_MISMATCH = TINY.replace(
     "    def evaluate(self, episode):",
@@ -147,7 +147,7 @@ def _free_port() -> int:
         (["-c", "precondition_verification", "--llm", "openai:gpt-4.1", "--target", "mars"], "unknown target 'mars'"),
         (["-c", "precondition_verification", "--llm", "martian:big"], "unknown LLM provider 'martian'"),
         (["--all"], "--all needs --report"),
-        (["-c", "x", "--report", "/no/such/capabilities.json"], "no such file"),
+        (["-c", "refund_rules", "--report", "/no/such/capabilities.json"], "no such file"),
     ],
 )
 def test_bad_flags_get_one_line_errors(args: list[str], message: str) -> None:
