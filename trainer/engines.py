@@ -43,11 +43,13 @@ class Engine(Protocol):
 
 def sampling_config(chat: ChatFormat, temperature: float, max_new_tokens: int) -> Any:
     """Pure ancestral sampling at ``temperature``: no top-k/top-p, whatever the model's own defaults say,
-    so the sampled tokens follow the distribution the loss differentiates."""
+    so the sampled tokens follow the distribution the loss differentiates. Temperature 0 is greedy
+    decoding (evaluation)."""
     from transformers import GenerationConfig
 
+    sample = temperature > 0
     return GenerationConfig(
-        do_sample=True, temperature=temperature, top_k=None, top_p=None, min_p=None, max_new_tokens=max_new_tokens,
+        do_sample=sample, temperature=temperature if sample else None, top_k=None, top_p=None, min_p=None, max_new_tokens=max_new_tokens,
         eos_token_id=chat.eos_id, pad_token_id=chat.pad_id, repetition_penalty=None, return_dict_in_generate=True,
         use_cache=True,
     )

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -88,3 +89,15 @@ def attach_adapter(base: Any, settings: LoraSettings, adapter_dir: str | Path | 
 
 def trainable_parameters(model: Any) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
+
+
+@contextmanager
+def mode(model: Any, training: bool) -> Iterator[None]:
+    """``model`` in train (or eval) mode for the block, then back to the mode it was in. Set explicitly:
+    gradient checkpointing, for one, acts only in train mode, and generation leaves a model in eval mode."""
+    was = model.training
+    model.train(training)
+    try:
+        yield
+    finally:
+        model.train(was)

@@ -126,11 +126,14 @@ def _train_one(env_id: str, settings: Any, resume: bool, quiet: bool) -> dict[st
         task = progress.add_task(safe(env_id.removeprefix("trace/")), total=total, status="starting")
 
         def advance(row: Any) -> None:
+            reward = "-" if row.reward_mean is None else f"{row.reward_mean:.2f}"
+            if row.phase == "heldout":  # an evaluation, not a step: the bar does not move
+                progress.update(task, status=f"held-out {reward} (n={row.valid_rollouts})")
+                return
             if row.phase == "warm_start":
                 status = f"warm start loss {row.loss:.3f}"
             else:
-                reward = "-" if row.reward_mean is None else f"{row.reward_mean:.2f}"
-                status = f"reward {reward} 0-var {row.zero_variance_share:.2f}"
+                status = f"reward {reward} (n={row.valid_rollouts}) 0-var {row.zero_variance_share:.2f}"
             progress.update(task, advance=1, status=status)
 
         try:
