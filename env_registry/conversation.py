@@ -11,6 +11,11 @@ A conversation is OpenAI-format messages plus tool schemas. Two kinds of reader 
 * a **text-only chat API** (``factory.llm`` clients exchange text): the same Hermes text, as a system
   string plus a dialogue whose same-role neighbours are joined (some APIs require alternating roles).
 
+``compact=True`` writes each tool as one signature line (name, parameters with their types, the first
+sentence of its description) instead of its JSON schema, for every reader: on a small model's budget the
+schemas are most of the prompt (19 ToolSandbox tools: ~9k characters), and the policy a capability needs
+is in the system prompt, not in the schemas' free text.
+
 The policy's reply is text either way: :func:`reply_text` turns generated token ids into it, and the env
 parses ``<tool_call>`` blocks (``trace_env.actions``). Nothing here imports torch or transformers; the
 tokenizer is passed in, so trainer/ and router/ (neither of which may import the other) both use it.
@@ -58,9 +63,24 @@ def probe(tokenizer: Any) -> TemplateSupport:
     return TemplateSupport(tools="probe_tool_x" in str(with_tools), calls="probe_call_y" in str(with_call))
 
 
-def tool_text(tools: list[dict[str, Any]]) -> str:
+def tool_text(tools: list[dict[str, Any]], compact: bool = False) -> str:
     """The tool list and the call syntax, for a reader that is not shown tools any other way."""
-    return TOOL_PROTOCOL.format(tools="\n".join(json.dumps(t, ensure_ascii=False) for t in tools))
+    lines = [signature(t) if compact else json.dumps(t, ensure_ascii=False) for t in tools]
+    return TOOL_PROTOCOL.format(tools="\n".join(lines))
+
+
+def signature(tool: dict[str, Any]) -> str:
+    """``name(required: type, optional?: type) - First sentence of the description.``"""
+    function = tool.get("function") or {}
+    parameters = function.get("parameters") or {}
+    required = set(parameters.get("required") or [])
+    args = []
+    for name, schema in (parameters.get("properties") or {}).items():
+        kind = schema.get("type", "any") if isinstance(schema, dict) else "any"
+        args.append(f"{name}{'' if name in required else '?'}: {'|'.join(kind) if isinstance(kind, list) else kind}")
+    description = " ".join(str(function.get("description") or "").split())
+    first = description.split(". ")[0].rstrip(".")
+    return f"{function.get('name')}({', '.join(args)})" + (f" - {first}." if first else "")
 
 
 def parsed_arguments(call: dict[str, Any]) -> dict[str, Any]:
@@ -85,7 +105,9 @@ def result_block(message: dict[str, Any]) -> str:
     return f"<tool_response name={json.dumps(message.get('name'))}>\n{message.get('content') or ''}\n</tool_response>"
 
 
-def prepare(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, support: TemplateSupport) -> list[dict[str, Any]]:
+def prepare(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, support: TemplateSupport, compact: bool = False,
+) -> list[dict[str, Any]]:
     """The messages a template (or a text API) is given: content never None, call arguments as objects,
     and whatever the reader cannot render written into the text."""
     out: list[dict[str, Any]] = []
@@ -101,8 +123,8 @@ def prepare(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, 
         if item.get("role") == "tool" and not support.calls:
             item = {"role": "user", "content": result_block(message)}
         out.append(item)
-    if tools and not support.tools:
-        text = tool_text(tools)
+    if tools and (compact or not support.tools):
+        text = tool_text(tools, compact)
         if out and out[0].get("role") == "system":
             out[0] = {**out[0], "content": (out[0]["content"] + "\n\n" if out[0]["content"] else "") + text}
         else:
@@ -112,19 +134,21 @@ def prepare(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, 
 
 def render(
     tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, support: TemplateSupport,
-    generation_prompt: bool, **template_kwargs: Any,
+    generation_prompt: bool, compact: bool = False, **template_kwargs: Any,
 ) -> str:
     """The conversation through the tokenizer's chat template. Template errors propagate (callers decide)."""
     return str(tokenizer.apply_chat_template(
-        prepare(messages, tools, support), tools=(tools or None) if support.tools else None, tokenize=False,
-        add_generation_prompt=generation_prompt, **template_kwargs,
+        prepare(messages, tools, support, compact), tools=(tools or None) if support.tools and not compact else None,
+        tokenize=False, add_generation_prompt=generation_prompt, **template_kwargs,
     ))
 
 
-def text_dialogue(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> tuple[str, list[dict[str, str]]]:
+def text_dialogue(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, compact: bool = False,
+) -> tuple[str, list[dict[str, str]]]:
     """The conversation for a text-only chat API: (system text with the tools, alternating user/assistant
     turns). Tool results become ``<tool_response>`` user turns; same-role neighbours are joined."""
-    prepared = prepare(messages, tools or [], TEXT_ONLY)
+    prepared = prepare(messages, tools or [], TEXT_ONLY, compact)
     system = "\n\n".join(m["content"] for m in prepared if m.get("role") == "system")
     dialogue: list[dict[str, str]] = []
     for message in prepared:

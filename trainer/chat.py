@@ -18,7 +18,7 @@ from trainer.errors import ChatTemplateError
 class ChatFormat:
     """Renders prompts, env continuations and whole reference conversations for one tokenizer."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, compact_tools: bool = False) -> None:
         if not getattr(tokenizer, "chat_template", None):
             raise ChatTemplateError("the tokenizer has no chat template; train a chat (instruct) model")
         self.tokenizer = tokenizer
@@ -30,6 +30,7 @@ class ChatFormat:
         pad = tokenizer.pad_token_id
         self.pad_id: int = int(pad if pad is not None else eos)
         self.support = conversation.probe(tokenizer)
+        self.compact_tools = compact_tools
 
     @property
     def renders_tools(self) -> bool:
@@ -44,7 +45,7 @@ class ChatFormat:
         """The conversation as the model sees it (``env_registry.conversation``: tools and calls written into
         the text where the template cannot render them)."""
         try:
-            return conversation.render(self.tokenizer, messages, tools, self.support, generation_prompt)
+            return conversation.render(self.tokenizer, messages, tools, self.support, generation_prompt, self.compact_tools)
         except Exception as exc:  # jinja errors: the template cannot render this conversation
             raise ChatTemplateError(f"the chat template failed to render the conversation: {exc}") from exc
 

@@ -114,7 +114,7 @@ def evaluate_adapter(env_id: str, config: Any, adapter_dir: str | None) -> Heldo
 
         policy = PeftModel.from_pretrained(base, adapter_dir)
     policy.eval()
-    chat = ChatFormat(tokenizer)
+    chat = ChatFormat(tokenizer, config.rollout.compact_tools)
     engine = TransformersEngine(policy, chat, config.heldout.temperature, config.rollout.max_new_tokens)
     with EnvPool(env_id, sandbox=config.sandbox, workers=config.rollout.env_workers) as pool:
         result, _ = evaluate(engine, chat, pool, config.heldout, config.rollout)

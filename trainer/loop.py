@@ -104,12 +104,13 @@ class GRPORun:
         if c.grpo.gradient_checkpointing:
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             self.policy.enable_input_require_grads()
-        self.chat = ChatFormat(tokenizer)
+        self.chat = ChatFormat(tokenizer, c.rollout.compact_tools)
         module = TokenLogProbs(self.policy, c.grpo.logprob_chunk, c.rollout.temperature)
         optimizer = torch.optim.AdamW(trainable_parameters(self.policy), lr=c.grpo.lr, betas=c.grpo.betas,
                                       weight_decay=c.grpo.weight_decay)
         self.module, self.optimizer = acc.prepare(module, optimizer)
         self.update = PolicyUpdate(acc, self.module, self.optimizer, c.grpo, self.chat.pad_id)
+        self.policy.eval()  # at rest in eval mode (enabling checkpointing or preparing may switch it): updates switch explicitly
         self.engine = self._engine()
         from trainer.engines import TransformersEngine
 
