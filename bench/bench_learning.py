@@ -34,8 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 PRESETS = {
-    "tiny": {"iterations": 30, "groups": 4, "group_size": 8, "lr": 1e-3, "warm_steps": 30, "warm_lr": 5e-3, "warm_batch": 8,
-             "heldout": 16, "every": 5, "max_new_tokens": 96},
+    "tiny": {"iterations": 12, "groups": 4, "group_size": 4, "lr": 1e-3, "warm_steps": 12, "warm_lr": 1e-2, "warm_batch": 8,
+             "heldout": 12, "every": 4, "max_new_tokens": 64},
     "smollm2": {"iterations": 8, "groups": 2, "group_size": 4, "lr": 1e-4, "warm_steps": 8, "warm_lr": 2e-4, "warm_batch": 4,
                 "heldout": 8, "every": 4, "max_new_tokens": 96},
 }

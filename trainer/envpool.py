@@ -174,16 +174,34 @@ class EnvPool:
         return self._executors[-1]
 
     def ensure(self, n: int) -> None:
-        """Start envs until there are ``n`` (in parallel: sandbox start-up dominates)."""
+        """Start envs until there are ``n`` (in parallel: sandbox start-up dominates). A sandbox that fails to
+        start is tried again (``max_replays`` times); a slot still empty is started again on its first use.
+        Only when no env at all can be started does the run stop, with the first reason."""
         missing = [i for i in range(n) if i >= len(self.envs) or self.envs[i] is None]
         if not missing:
             return
         self.envs.extend([None] * (n - len(self.envs)))
         started = time.perf_counter()
-        made = list(self._pool(n).map(lambda _: self._make_one(), missing))
-        for slot, env in zip(missing, made):
-            self.envs[slot] = env
+
+        def start(slot: int) -> str | None:
+            failure = None
+            for _ in range(self.max_replays + 1):
+                try:
+                    self.envs[slot] = self._make_one()
+                    return None
+                except TrainError:
+                    raise
+                except Exception as exc:  # the sandbox died while starting: another try
+                    failure = _describe(exc)
+                    self.crashes.append(failure)
+            return failure
+
+        failures = [f for f in self._pool(n).map(start, missing) if f]
         self.env_seconds += time.perf_counter() - started
+        if failures:
+            if all(env is None for env in self.envs):
+                raise TrainError(f"{self.env_id}: no sandboxed env could be started ({failures[0]}); "
+                                 "check the sandbox with `factory sandbox status`")
 
     def _call(self, slots: list[int], call: Callable[[int, int], EnvOutcome]) -> list[EnvOutcome]:
         started = time.perf_counter()
@@ -233,8 +251,8 @@ class EnvPool:
                 return EnvOutcome(None, str(exc))
             except Exception as exc:  # sandbox died, timed out, or the env raised: this episode only
                 failures.append(_describe(exc))
+                self.crashes.append(failures[-1])
                 self._retire(slot)
-        self.crashes.append(failures[0])
         return EnvOutcome(None, failures[-1] + (f" (after {len(failures) - 1} replays)" if len(failures) > 1 else ""))
 
     def reset(self, slots: list[int], seeds: list[int]) -> list[EnvOutcome]:

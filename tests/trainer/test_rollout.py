@@ -248,3 +248,23 @@ def test_a_worker_that_keeps_dying_ends_only_its_episode(policy, wifi_env) -> No
         assert rollouts[0].termination == "infrastructure_error" and "after 1 replays" in (rollouts[0].error or "")
         assert "WorkerCrashed" in rollouts[0].error and rollouts[1].error is None and rollouts[1].turns >= 1
         assert dying.crashes and dying.replaced == 2
+
+
+def test_a_sandbox_that_dies_while_starting_is_started_again(policy, wifi_env) -> None:
+    import gymnasium as gym
+
+    from sandbox import WorkerCrashed
+
+    calls = []
+
+    def make(env_id, **kwargs):
+        calls.append(env_id)
+        if len(calls) == 1:
+            raise WorkerCrashed("worker bwrap:trace_env.handler died during start (exit code -9)")
+        return gym.make(env_id, **kwargs)
+
+    with EnvPool(wifi_env, sandbox="bwrap", make=make) as flaky:
+        outcomes = flaky.reset([0, 1], [3, 3])
+        assert all(o.reply is not None for o in outcomes) and len(calls) == 3
+        assert flaky.crashes == ["WorkerCrashed: worker bwrap:trace_env.handler died during start (exit code -9)"]
+        assert outcomes[0].reply.scenario_hash == outcomes[1].reply.scenario_hash
