@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--capability", default="permission_error_recovery")
     parser.add_argument("--out", type=Path, default=REPO / "bench-out" / "learning")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: on a busy machine more threads spin-wait)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     for key, value in PRESETS["tiny"].items():
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None)

@@ -195,7 +195,7 @@ class GRPORun:
                 hints = {s: c.rollout.hint.text for s in seeds}
             else:
                 hints = {s: hint_from_reference(self.pool.reference_episode(s)["messages"]) for s in seeds}
-        replayed = self.pool.replayed
+        replayed, crashes = self.pool.replayed, len(self.pool.crashes)
         retries = 0
         while True:
             with mode(self.policy, False):
@@ -214,6 +214,7 @@ class GRPORun:
         row = self._metrics(i, rollouts, stats, step, items, groups, flat, update_s, time.perf_counter() - started)
         row.retries, row.incomplete = retries, not enough
         row.replayed = int(self.update.reduce(self.pool.replayed - replayed))
+        row.worker_failure = next(iter(self.pool.crashes[crashes:]), None)
         return row
 
     def heldout(self, done: int) -> IterationMetrics | None:

@@ -44,6 +44,7 @@ class IterationMetrics(BaseModel):
     infrastructure_errors: int = Field(0, description="episodes whose sandbox failed (kept out of the update)")
     first_error: str | None = Field(None, description="the first infrastructure error's message, if any")
     replayed: int = Field(0, description="episodes replayed on a fresh worker after theirs died")
+    worker_failure: str | None = Field(None, description="the first sandbox worker failure of the iteration (replayed or not)")
     retries: int = Field(0, description="times this iteration was rolled out again for too few valid rollouts")
     incomplete: bool = Field(False, description="too few valid rollouts even after retries: not trained on")
     max_steps_episodes: int = 0
