@@ -141,7 +141,10 @@ class EpisodeTokens:
     def observe(self, messages: list[dict[str, Any]]) -> list[int]:
         """The whole conversation so far (its last assistant message is the turn just generated); returns
         the env tokens it adds after that turn, ending with the next generation prompt."""
-        last = max(i for i, m in enumerate(messages) if m.get("role") == "assistant")
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
+        if last is None:  # the conversation kept none of the policy's turns: start over from it
+            self.ids, self.seen, self.ended = self.chat.prompt_ids(messages, self.tools), len(messages), True
+            return []
         env = self.chat.continuation_ids(messages[: last + 1], messages[last + 1:], self.tools, ended_with_eos=self.ended)
         self.ids += env
         self.seen = len(messages)
