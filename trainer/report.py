@@ -136,7 +136,7 @@ def plot_curve(rows: list[IterationMetrics], path: Path, title: str) -> Path | N
     ax.set_ylim(-0.05, 1.05)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
