@@ -54,28 +54,14 @@ def first_observation(observation: Observation, include_system: bool = False) ->
 
 
 def template_messages(messages: Sequence[Message], include_system: bool = True) -> list[dict[str, Any]]:
-    """Messages as plain dicts for ``apply_chat_template``: tool-call arguments as objects where they parse
-    (templates such as Qwen's serialise them with ``tojson``), content never None outside assistant turns."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system" and not include_system:
-            continue
-        item: dict[str, Any] = {"role": message.role, "content": message.content or ""}
-        if message.tool_calls:
-            calls = []
-            for call in message.tool_calls:
-                try:
-                    arguments: Any = call.function.parsed_arguments()
-                except ValueError:
-                    arguments = call.function.arguments
-                calls.append({"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": arguments}})
-            item["tool_calls"] = calls
-        if message.tool_call_id is not None:
-            item["tool_call_id"] = message.tool_call_id
-        if message.name is not None:
-            item["name"] = message.name
-        out.append(item)
-    return out
+    """Messages as plain OpenAI-format dicts, ready for ``env_registry.conversation`` (which renders them
+    exactly as training showed them to the model: call arguments as objects, calls and results written
+    into the text where the template cannot render them)."""
+    return [
+        message.model_dump(mode="json", exclude_none=True)
+        for message in messages
+        if include_system or message.role != "system"
+    ]
 
 
 def clip(text: str, limit: int) -> str:

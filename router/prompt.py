@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from env_registry import conversation
 from router.errors import RouterError
 from router.labels import label_token_ids, labels_for
 from router.observation import clip, template_messages
@@ -50,10 +51,14 @@ def _plain(messages: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-def render_chat(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
-    """A transcript through the model's chat template (no generation prompt)."""
+def render_chat(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+    support: conversation.TemplateSupport | None = None,
+) -> str:
+    """A transcript as the model saw it in training (``env_registry.conversation``), without a generation
+    prompt; a template that refuses the transcript gets a template-free rendering."""
     try:
-        return str(tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False))
+        return conversation.render(tokenizer, messages, tools, support or conversation.probe(tokenizer), generation_prompt=False)
     except Exception:  # noqa: BLE001 - templates raise anything (jinja errors, role-order checks)
         return _plain(messages)
 
@@ -68,6 +73,7 @@ class PromptBuilder:
         self.menu = menu
         self.config = config
         self.labels = labels_for(config.alphabet, len(menu.keys))
+        self.support = conversation.probe(tokenizer)
         self.demos = {o.capability: self._demo(o.demo) for o in menu.options}
         self._prefixes: dict[tuple[str, ...], list[int]] = {}
         probe = self._chunks(menu.keys, "task")
@@ -78,10 +84,10 @@ class PromptBuilder:
     def _demo(self, demo: DemoTrajectory) -> str:
         messages = template_messages(demo.messages, include_system=self.config.include_system)
         tools = demo.tools if self.config.include_tools else None
-        return clip(render_chat(self.tokenizer, messages, tools).strip(), self.config.max_demo_chars)
+        return clip(render_chat(self.tokenizer, messages, tools, self.support).strip(), self.config.max_demo_chars)
 
     def observation_text(self, messages: Sequence[Message]) -> str:
-        text = render_chat(self.tokenizer, template_messages(messages, include_system=self.config.include_system))
+        text = render_chat(self.tokenizer, template_messages(messages, include_system=self.config.include_system), None, self.support)
         return clip(text.strip(), self.config.max_observation_chars)
 
     def _chunks(self, order: Sequence[str], observation: str) -> list[tuple[str, bool]]:

@@ -9,16 +9,16 @@ incrementally works, and nothing the model generated is ever re-tokenised.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from env_registry import conversation
 from trainer.errors import ChatTemplateError
 
 
 class ChatFormat:
     """Renders prompts, env continuations and whole reference conversations for one tokenizer."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, compact_tools: bool = False) -> None:
         if not getattr(tokenizer, "chat_template", None):
             raise ChatTemplateError("the tokenizer has no chat template; train a chat (instruct) model")
         self.tokenizer = tokenizer
@@ -29,31 +29,23 @@ class ChatFormat:
         self.eos_text: str = tokenizer.convert_ids_to_tokens(self.eos_id)
         pad = tokenizer.pad_token_id
         self.pad_id: int = int(pad if pad is not None else eos)
-        self.renders_tools, self.renders_calls = self._probe()
+        self.support = conversation.probe(tokenizer)
+        self.compact_tools = compact_tools
 
-    def _probe(self) -> tuple[bool, bool]:
-        """Does the template render tool schemas and assistant tool calls? Many instruct models' templates
-        (SmolLM2's, for one) render neither; then both are written into the text in the Hermes format."""
-        tool = {"type": "function", "function": {"name": "probe_tool_x", "description": "", "parameters": {"type": "object", "properties": {}}}}
-        call = {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "probe_call_y", "arguments": {}}}]}
-        user = [{"role": "user", "content": "hi"}]
-        try:
-            with_tools = self.tokenizer.apply_chat_template(user, tools=[tool], tokenize=False)
-            with_call = self.tokenizer.apply_chat_template(user + [call], tokenize=False)
-        except Exception:  # a template that rejects the probe renders neither
-            return False, False
-        return "probe_tool_x" in with_tools, "probe_call_y" in with_call
+    @property
+    def renders_tools(self) -> bool:
+        return self.support.tools
+
+    @property
+    def renders_calls(self) -> bool:
+        return self.support.calls
 
     # --- text -----------------------------------------------------------------------------------
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, generation_prompt: bool) -> str:
-        prepared = [_template_message(m, inline_calls=not self.renders_calls) for m in messages]
-        if tools and not self.renders_tools:
-            prepared = _with_tool_instructions(prepared, tools)
+        """The conversation as the model sees it (``env_registry.conversation``: tools and calls written into
+        the text where the template cannot render them)."""
         try:
-            return self.tokenizer.apply_chat_template(
-                prepared, tools=(tools or None) if self.renders_tools else None, tokenize=False,
-                add_generation_prompt=generation_prompt,
-            )
+            return conversation.render(self.tokenizer, messages, tools, self.support, generation_prompt, self.compact_tools)
         except Exception as exc:  # jinja errors: the template cannot render this conversation
             raise ChatTemplateError(f"the chat template failed to render the conversation: {exc}") from exc
 
@@ -61,9 +53,8 @@ class ChatFormat:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def decode_action(self, generated: list[int]) -> str:
-        """What the env receives for a turn: the generated text without the closing eos."""
-        ids = generated[:-1] if generated and generated[-1] == self.eos_id else generated
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        """What the env receives for a turn: the generated text up to the closing eos."""
+        return conversation.reply_text(self.tokenizer, generated, self.eos_id)
 
     # --- token sequences ------------------------------------------------------------------------
     def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
@@ -94,12 +85,14 @@ class ChatFormat:
         return self.encode(text)
 
     def conversation_ids(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, generation_prompt: bool = False
     ) -> tuple[list[int], list[int], int]:
-        """A finished conversation as the policy would have produced it: (ids, mask, prompt length).
+        """A conversation as the policy would have produced it: (ids, mask, prompt length).
 
         Segments are tokenised exactly as in a rollout (prompt, each assistant turn up to and including
-        its eos, the env tokens between), so supervised warm starts and rollouts share one token layout.
+        its eos, the env tokens between), so supervised warm starts, rollouts and evaluation share one
+        token layout. With ``generation_prompt`` the env messages after the last assistant turn are added
+        as env tokens, ending where the next turn is generated.
         """
         first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
         ids = self.prompt_ids(messages[:first], tools)
@@ -119,7 +112,7 @@ class ChatFormat:
             following = index + 1
             while following < len(messages) and messages[following].get("role") != "assistant":
                 following += 1
-            if following < len(messages):
+            if following < len(messages) or (generation_prompt and following > index + 1):
                 env = self.continuation_ids(messages[: index + 1], messages[index + 1: following], tools)
                 ids += env
                 mask += [0] * len(env)
@@ -127,42 +120,32 @@ class ChatFormat:
         return ids, mask, prompt_len
 
 
-def _with_tool_instructions(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """For templates without tool support: the tools and the Hermes call syntax in the system message."""
-    from factory.validation.calibration import TOOL_INSTRUCTIONS
+class EpisodeTokens:
+    """One episode's token sequence, grown turn by turn exactly as a rollout grows it: the prompt, then per
+    turn the tokens generated (as sampled, never re-tokenised) and the env tokens that follow. Training
+    rollouts and evaluation policies both keep their context this way, so a model is evaluated on the
+    very tokens it was trained on."""
 
-    text = TOOL_INSTRUCTIONS + json.dumps(tools, ensure_ascii=False)
-    if messages and messages[0].get("role") == "system":
-        return [{**messages[0], "content": (messages[0].get("content") or "") + text}] + messages[1:]
-    return [{"role": "system", "content": text.lstrip()}] + messages
+    def __init__(self, chat: ChatFormat, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        self.chat = chat
+        self.tools = tools
+        self.ids: list[int] = chat.prompt_ids(messages, tools)
+        self.seen = len(messages)
+        self.ended = True
 
+    def generated(self, tokens: list[int], ended: bool) -> None:
+        """The policy's turn, as sampled (with its closing eos when it came)."""
+        self.ids += tokens
+        self.ended = ended
 
-def _template_message(message: dict[str, Any], inline_calls: bool = False) -> dict[str, Any]:
-    """OpenAI messages as chat templates expect them: tool-call arguments as objects, content never None;
-    with ``inline_calls`` (templates that drop tool calls) the calls are written into the content."""
-    out = dict(message)
-    if out.get("content") is None:
-        out["content"] = ""
-    calls = [_parsed_arguments(call) for call in out.get("tool_calls") or []]
-    if inline_calls and calls:
-        del out["tool_calls"]
-        parts = [out["content"]] if out["content"] else []
-        for call in calls:
-            function = call.get("function", {})
-            parts.append("<tool_call>" + json.dumps({"name": function.get("name"), "arguments": function.get("arguments")}) + "</tool_call>")
-        out["content"] = "\n".join(parts)
-    elif calls:
-        out["tool_calls"] = calls
-    return out
-
-
-def _parsed_arguments(call: dict[str, Any]) -> dict[str, Any]:
-    """The call with its JSON-string arguments as an object (a string that is not JSON is kept as is)."""
-    function = dict(call.get("function", {}))
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            function["arguments"] = json.loads(arguments)
-        except ValueError:
-            pass  # the template prints a string as is
-    return {**call, "function": function}
+    def observe(self, messages: list[dict[str, Any]]) -> list[int]:
+        """The whole conversation so far (its last assistant message is the turn just generated); returns
+        the env tokens it adds after that turn, ending with the next generation prompt."""
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
+        if last is None:  # the conversation kept none of the policy's turns: start over from it
+            self.ids, self.seen, self.ended = self.chat.prompt_ids(messages, self.tools), len(messages), True
+            return []
+        env = self.chat.continuation_ids(messages[: last + 1], messages[last + 1:], self.tools, ended_with_eos=self.ended)
+        self.ids += env
+        self.seen = len(messages)
+        return env

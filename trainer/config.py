@@ -76,6 +76,11 @@ class HintSettings(_Section):
 
 class RolloutSettings(_Section):
     engine: Literal["transformers", "vllm"] = "transformers"
+    compact_tools: bool = Field(
+        False, description="tools as one signature line each in the system text instead of JSON schemas (small models)")
+    min_valid_share: float = Field(
+        0.5, ge=0, le=1, description="an iteration whose share of rollouts with a valid reward is below this is rolled out again")
+    retries: int = Field(1, ge=0, description="roll-outs again of an iteration with too few valid rollouts; then it is marked and not trained on")
     temperature: float = Field(1.0, gt=0)
     max_new_tokens: int = Field(512, ge=1, description="per assistant turn; a turn cut here is counted")
     max_seq_len: int = Field(8192, ge=16, description="whole episode (prompt + turns); longer episodes are cut and dropped")
@@ -96,6 +101,16 @@ class WarmStartSettings(_Section):
     batch_size: int = Field(8, ge=1)
 
 
+class HeldoutSettings(_Section):
+    """Seeds the run never trains on, rolled out with the current adapter every few iterations and at the end."""
+
+    seeds: int = Field(16, ge=0, description="held-out seeds (0 = no held-out evaluation)")
+    first_seed: int = Field(2_000_000, ge=0, description="held-out seeds are first_seed, first_seed + 1, ...")
+    every: int = Field(5, ge=1, description="evaluate after every N GRPO iterations (also before the first and after the last)")
+    temperature: float = Field(0.0, ge=0, description="sampling temperature of the evaluation (0 = greedy)")
+    samples: int = Field(1, ge=1, description="episodes per held-out seed")
+
+
 class TrainConfig(_Section):
     """One training run: which model, which adapter, how to roll out, how to update, where to write."""
 
@@ -109,6 +124,7 @@ class TrainConfig(_Section):
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
+    heldout: HeldoutSettings = Field(default_factory=HeldoutSettings)
     sandbox: str | None = Field(None, description="sandbox backend for env code (default: $TRACE_FACTORY_SANDBOX or auto)")
     output_dir: str | None = Field(None, description="run folder (default: runs/<capability>)")
     save_every: int | None = Field(None, ge=1, description="checkpoint every N iterations (and at the end); default: by cost, every iteration on small runs (trainer.stop)")
@@ -120,6 +136,22 @@ class TrainConfig(_Section):
     def _groups_fill_batches(self) -> "TrainConfig":
         if self.rollout.max_new_tokens >= self.rollout.max_seq_len:
             raise ValueError("rollout.max_new_tokens must be smaller than rollout.max_seq_len")
+        return self
+
+    @model_validator(mode="after")
+    def _seeds_apart(self) -> "TrainConfig":
+        """Training, warm-start and held-out seeds never meet: a held-out gain is on scenarios never trained on."""
+        spans = {
+            "GRPO (first_env_seed)": (self.first_env_seed, self.first_env_seed + self.grpo.iterations * self.grpo.groups),
+            "warm_start": (self.warm_start.first_seed, self.warm_start.first_seed + (self.warm_start.seeds if self.warm_start.steps else 0)),
+            "heldout": (self.heldout.first_seed, self.heldout.first_seed + self.heldout.seeds),
+        }
+        names = list(spans)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                (a0, a1), (b0, b1) = spans[a], spans[b]
+                if a0 < a1 and b0 < b1 and a0 < b1 and b0 < a1:
+                    raise ValueError(f"{a} seeds [{a0}, {a1}) overlap {b} seeds [{b0}, {b1}); move one of them apart")
         return self
 
 

@@ -1,15 +1,23 @@
-"""Host side: a pool of sandboxed Gymnasium envs, kept open across iterations and stepped in parallel.
+"""Host side: a pool of sandboxed Gymnasium envs, kept open for a whole run and stepped in parallel.
 
 Each live episode needs its own env (a sandbox worker hosts one episode at a time), so the pool holds one
-``gym.make`` env per concurrent rollout, started once and reused every iteration. Env calls are
-sub-process RPCs, so a thread pool overlaps them. Everything that comes back is validated before the
-trainer uses it; a worker that fails ends only its own episode (an ``infrastructure_error``) and is
-replaced on next use.
+env per concurrent rollout, started once and reset (never restarted) for every episode of every
+iteration. Env calls are sub-process RPCs, so a thread pool overlaps them. Everything that comes back is
+validated before the trainer uses it.
+
+Workers live for the whole run, so their limits are a run's, not one episode's: the CPU-time rlimit (a
+cumulative per-process limit; the sandbox default of 30 s is meant for one job) is sized for a long-lived
+worker, and a call's wall timeout allows for a busy machine; the gate's per-call CPU budget is what keeps
+an env's calls cheap. A worker that dies anyway is replaced and its episode replayed from its seed on the
+new worker (the env is deterministic - the gate checks it): the first observation must hash the same,
+then the episode's actions so far are stepped again and the failed call retried. Only an episode whose
+replays keep failing ends as an ``infrastructure_error``.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,8 +25,12 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sandbox import SandboxLimits
 from schemas.messages import Message
 from trainer.errors import TrainError
+
+POOLED_LIMITS = SandboxLimits(cpu_seconds=6 * 3600)
+"""Limits of a worker that lives for a whole run: RLIMIT_CPU counts every call it ever serves."""
 
 
 class EnvReply(BaseModel):
@@ -58,6 +70,15 @@ class EnvReply(BaseModel):
         return None if value is None else Message.model_validate(value).model_dump(exclude_none=True)
 
 
+class ReplayMismatch(Exception):
+    """A replacement worker did not reproduce an episode's scenario: the episode cannot be replayed."""
+
+
+def _describe(exc: BaseException) -> str:
+    """One line naming what failed, with the worker's last words (stderr tail) when it has any."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+
+
 @dataclass
 class EnvOutcome:
     """One env answer, or the one-line reason there is none (the episode then ends as an infra error)."""
@@ -76,16 +97,31 @@ def _checked(reward: float, terminated: bool, truncated: bool, info: dict[str, A
 
 
 @dataclass
+class _Episode:
+    """What a slot's episode has done since its reset: enough to replay it on a fresh worker."""
+
+    seed: int
+    scenario_hash: str | None = None
+    actions: list[Any] = field(default_factory=list)
+
+
+@dataclass
 class EnvPool:
-    """``size`` envs of one registered id. ``env_seconds`` is the wall time spent waiting on them."""
+    """``size`` envs of one registered id. ``env_seconds`` is the wall time spent waiting on them;
+    ``replaced`` counts workers replaced, ``replayed`` episodes replayed on a replacement."""
 
     env_id: str
     sandbox: str | None = None
     make: Callable[..., Any] | None = None
     workers: int | None = None
+    limits: SandboxLimits = POOLED_LIMITS
+    rpc_timeout_s: float = 300.0
+    max_replays: int = 2
     envs: list[Any] = field(default_factory=list)
     env_seconds: float = 0.0
     replaced: int = 0
+    replayed: int = 0
+    started: int = 0
 
     def __post_init__(self) -> None:
         from env_registry.registration import register_all
@@ -94,18 +130,42 @@ class EnvPool:
         # Sandbox workers die with the *thread* that started them (bwrap sets PR_SET_PDEATHSIG, which is
         # per thread), so a pool thread must outlive the envs it started: executors are only ever added.
         self._executors: list[ThreadPoolExecutor] = []
+        self._episodes: dict[int, _Episode] = {}
+        self._seed_hashes: dict[int, str | None] = {}
+        self.crashes: list[str] = []
+        self.leaks = 0
 
     def _make_one(self) -> Any:
         import gymnasium as gym
 
-        make = self.make or gym.make
-        kwargs: dict[str, Any] = {"disable_env_checker": True}
-        if self.sandbox:
-            kwargs["sandbox"] = self.sandbox
+        if self.make is not None:
+            return self.make(self.env_id, disable_env_checker=True, **({"sandbox": self.sandbox} if self.sandbox else {}))
         try:
-            return make(self.env_id, **kwargs)
+            spec = gym.spec(self.env_id)
         except gym.error.Error as exc:
             raise TrainError(f"{self.env_id}: {exc}; list registered envs with `factory envs list`") from None
+        kwargs: dict[str, Any] = {"disable_env_checker": True}
+        from env_registry.execution import UNSAFE_ENV_VAR
+
+        if os.environ.get(UNSAFE_ENV_VAR) != "1" and "capability" in (spec.kwargs or {}):
+            kwargs["runner"] = self._sandboxed_runner(spec.kwargs)
+        elif self.sandbox:
+            kwargs["sandbox"] = self.sandbox
+        self.started += 1
+        return gym.make(self.env_id, **kwargs)
+
+    def _sandboxed_runner(self, spec: dict[str, Any]) -> Any:
+        """The env's sandboxed runner with a long-lived worker's limits (gym.make would open the defaults)."""
+        from env_registry.execution import SANDBOX_ENV_VAR
+        from env_registry.hosted import SandboxedEnv, SandboxedRunner
+        from env_registry.registry import Registry
+
+        stored = Registry(spec.get("registry_root")).get(spec["capability"], spec.get("version"))
+        backend = self.sandbox or os.environ.get(SANDBOX_ENV_VAR, "auto")
+        module = f"trace_env_{stored.manifest.capability}_v{stored.manifest.version}"
+        hosted = SandboxedEnv(stored.source, backend=backend, limits=self.limits, rpc_timeout_s=self.rpc_timeout_s,
+                              load_timeout_s=self.rpc_timeout_s, module_name=module)
+        return SandboxedRunner(hosted)
 
     def _pool(self, n: int) -> ThreadPoolExecutor:
         wanted = max(1, min(self.workers or n, 64))
@@ -114,49 +174,118 @@ class EnvPool:
         return self._executors[-1]
 
     def ensure(self, n: int) -> None:
-        """Start envs until there are ``n`` (in parallel: sandbox start-up dominates)."""
+        """Start envs until there are ``n`` (in parallel: sandbox start-up dominates). A sandbox that fails to
+        start is tried again (``max_replays`` times); a slot still empty is started again on its first use.
+        Only when no env at all can be started does the run stop, with the first reason."""
         missing = [i for i in range(n) if i >= len(self.envs) or self.envs[i] is None]
         if not missing:
             return
         self.envs.extend([None] * (n - len(self.envs)))
         started = time.perf_counter()
-        made = list(self._pool(n).map(lambda _: self._make_one(), missing))
-        for slot, env in zip(missing, made):
-            self.envs[slot] = env
+
+        def start(slot: int) -> str | None:
+            failure = None
+            for _ in range(self.max_replays + 1):
+                try:
+                    self.envs[slot] = self._make_one()
+                    return None
+                except TrainError:
+                    raise
+                except Exception as exc:  # the sandbox died while starting: another try
+                    failure = _describe(exc)
+                    self.crashes.append(failure)
+            return failure
+
+        failures = [f for f in self._pool(n).map(start, missing) if f]
         self.env_seconds += time.perf_counter() - started
+        if failures:
+            if all(env is None for env in self.envs):
+                raise TrainError(f"{self.env_id}: no sandboxed env could be started ({failures[0]}); "
+                                 "check the sandbox with `factory sandbox status`")
 
-    def _call(self, slots: list[int], call: Callable[[Any, int], tuple[Any, ...]]) -> list[EnvOutcome]:
-        def one(index: int) -> EnvOutcome:
-            slot = slots[index]
-            try:
-                return call(self.envs[slot], index)  # type: ignore[return-value]
-            except Exception as exc:  # sandbox died, timed out, or the env raised: this episode only
-                self._retire(slot)
-                return EnvOutcome(None, f"{type(exc).__name__}: {str(exc)[:300]}")
-
+    def _call(self, slots: list[int], call: Callable[[int, int], EnvOutcome]) -> list[EnvOutcome]:
         started = time.perf_counter()
-        outcomes = list(self._pool(len(slots)).map(one, range(len(slots))))
+        outcomes = list(self._pool(len(slots)).map(lambda index: call(slots[index], index), range(len(slots))))
         self.env_seconds += time.perf_counter() - started
         return outcomes
+
+    def _fresh(self, slot: int) -> Any:
+        """The slot's env, started anew if it was retired (from a pool thread, which outlives the worker)."""
+        if self.envs[slot] is None:
+            self.envs[slot] = self._make_one()
+        return self.envs[slot]
+
+    def _reset_on(self, slot: int, episode: _Episode) -> EnvOutcome:
+        """Reset the slot's worker to the episode's seed. Its scenario must hash as every other reset of that
+        seed in this run did (the gate's determinism and no-leak checks, kept up for a long-lived worker):
+        a reused worker that disagrees is replaced by a fresh one, which must agree."""
+        for fresh in (False, True):
+            _, info = self._fresh(slot).reset(seed=int(episode.seed))
+            outcome = _checked(0.0, False, False, info)
+            got = outcome.reply.scenario_hash if outcome.reply is not None else None
+            known = episode.scenario_hash or self._seed_hashes.setdefault(episode.seed, got)
+            if got is None or known is None or got == known:
+                return outcome
+            if fresh:
+                raise ReplayMismatch(f"seed {episode.seed} gave another scenario on a fresh worker; the env is not deterministic")
+            self.leaks += 1
+            self._retire(slot)
+        raise AssertionError("unreachable")
+
+    def _replay(self, slot: int, episode: _Episode) -> None:
+        """A fresh worker brought to where the slot's episode was: reset to its seed, its actions again."""
+        self._reset_on(slot, episode)
+        for action in episode.actions:
+            self.envs[slot].step(action)
+        self.replayed += 1
+
+    def _robust(self, slot: int, attempt: Callable[[], EnvOutcome], episode: _Episode, replay: bool) -> EnvOutcome:
+        """``attempt``; when the worker fails, replace it, bring the episode back and try again."""
+        failures: list[str] = []
+        for tries in range(self.max_replays + 1):
+            try:
+                if tries and replay:
+                    self._replay(slot, episode)
+                return attempt()
+            except ReplayMismatch as exc:
+                return EnvOutcome(None, str(exc))
+            except Exception as exc:  # sandbox died, timed out, or the env raised: this episode only
+                failures.append(_describe(exc))
+                self.crashes.append(failures[-1])
+                self._retire(slot)
+        return EnvOutcome(None, failures[-1] + (f" (after {len(failures) - 1} replays)" if len(failures) > 1 else ""))
 
     def reset(self, slots: list[int], seeds: list[int]) -> list[EnvOutcome]:
         self.ensure(max(slots) + 1 if slots else 0)
 
-        def reset_one(env: Any, index: int) -> EnvOutcome:
-            _, info = env.reset(seed=int(seeds[index]))
-            return _checked(0.0, False, False, info)
+        def reset_one(slot: int, index: int) -> EnvOutcome:
+            episode = _Episode(int(seeds[index]))
+            self._episodes[slot] = episode
+            outcome = self._robust(slot, lambda: self._reset_on(slot, episode), episode, replay=False)
+            if outcome.reply is not None:
+                episode.scenario_hash = outcome.reply.scenario_hash
+            return outcome
 
         return self._call(slots, reset_one)
 
     def step(self, slots: list[int], actions: list[Any]) -> list[EnvOutcome]:
-        def step_one(env: Any, index: int) -> EnvOutcome:
-            _, reward, terminated, truncated, info = env.step(actions[index])
-            return _checked(reward, terminated, truncated, info)
+        def step_one(slot: int, index: int) -> EnvOutcome:
+            episode = self._episodes.get(slot) or _Episode(-1)
+
+            def attempt() -> EnvOutcome:
+                _, reward, terminated, truncated, info = self._fresh(slot).step(actions[index])
+                return _checked(reward, terminated, truncated, info)
+
+            outcome = self._robust(slot, attempt, episode, replay=episode.seed >= 0)
+            episode.actions.append(actions[index])
+            return outcome
 
         return self._call(slots, step_one)
 
     def _retire(self, slot: int) -> None:
         env, self.envs[slot] = self.envs[slot], None
+        if env is None:
+            return
         self.replaced += 1
         try:
             env.close()
@@ -166,6 +295,18 @@ class EnvPool:
     # --- reference solutions (warm start, hints) ---------------------------------------------
     def reference_episode(self, seed: int) -> dict[str, Any]:
         """The env's reference solution played from ``seed``: messages, tools and reward (validated)."""
+        for tries in range(self.max_replays + 1):
+            try:
+                return self._reference_episode(seed)
+            except (TrainError, ReplayMismatch):
+                raise
+            except Exception as exc:  # the worker died: a fresh one plays it
+                if tries == self.max_replays:
+                    raise TrainError(f"{self.env_id}: reference episode for seed {seed}: {_describe(exc)}") from None
+                self._retire(0)
+        raise AssertionError("unreachable")
+
+    def _reference_episode(self, seed: int) -> dict[str, Any]:
         self.ensure(1)
         runner = self.envs[0].unwrapped.runner
         started = time.perf_counter()

@@ -1,10 +1,15 @@
-"""Host side: one GRPO run on one registered env - setup, optional warm start, iterations, checkpoints.
+"""Host side: one GRPO run on one registered env - setup, optional warm start, iterations, held-out
+evaluations, checkpoints.
 
 Each iteration draws G seeds (the same on every rank; rank r takes groups r, r + W, ...), rolls out K
 episodes per seed in the pooled sandboxed envs, computes group-relative advantages, drops zero-variance
-groups, and takes the clipped-ratio update. Metrics go to ``metrics.jsonl`` (and trackers), checkpoints
-every iteration on small runs (``trainer.stop.CheckpointClock``), the adapter to ``adapter/`` in PEFT's format.
-A stop (SIGTERM, Ctrl-C) ends the run at a safe point with a checkpoint (``trainer.stop``).
+groups, and takes the clipped-ratio update. An iteration with too few rollouts with a valid reward is
+rolled out again (``rollout.retries``), then marked and not trained on. Held-out seeds (never trained on)
+are evaluated before the first iteration, every ``heldout.every`` and after the last. The policy is put
+in train mode for every update and in eval mode for every generation, explicitly. Metrics go to
+``metrics.jsonl`` (and trackers), checkpoints every iteration on small runs (``trainer.stop.CheckpointClock``),
+the adapter to ``adapter/`` in PEFT's format. A stop (SIGTERM, Ctrl-C) ends the run at a safe point with a
+checkpoint (``trainer.stop``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from trainer.config import TrainConfig
 from trainer.envpool import EnvPool
 from trainer.errors import TrainError
 from trainer.logprobs import TokenLogProbs
-from trainer.model import attach_adapter, load_base, trainable_parameters
+from trainer.heldout import evaluate as evaluate_heldout
+from trainer.heldout import heldout_seeds
+from trainer.model import attach_adapter, load_base, mode, trainable_parameters
 from trainer.report import (
     CURVE_FILE,
     IterationMetrics,
@@ -98,20 +105,25 @@ class GRPORun:
         if c.grpo.gradient_checkpointing:
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             self.policy.enable_input_require_grads()
-        self.chat = ChatFormat(tokenizer)
+        self.chat = ChatFormat(tokenizer, c.rollout.compact_tools)
         module = TokenLogProbs(self.policy, c.grpo.logprob_chunk, c.rollout.temperature)
         optimizer = torch.optim.AdamW(trainable_parameters(self.policy), lr=c.grpo.lr, betas=c.grpo.betas,
                                       weight_decay=c.grpo.weight_decay)
         self.module, self.optimizer = acc.prepare(module, optimizer)
         self.update = PolicyUpdate(acc, self.module, self.optimizer, c.grpo, self.chat.pad_id)
+        self.policy.eval()  # at rest in eval mode (enabling checkpointing or preparing may switch it): updates switch explicitly
         self.engine = self._engine()
+        from trainer.engines import TransformersEngine
+
+        self.eval_engine = TransformersEngine(self.policy, self.chat, c.heldout.temperature, c.rollout.max_new_tokens)
         self.pool = EnvPool(self.env_id, sandbox=c.sandbox, workers=c.rollout.env_workers)
         self.order = torch.Generator().manual_seed(c.seed)
         if found is not None:
             state = ckpt.restore(found, self.optimizer, acc)
             self.start = int(state["iteration"]) + 1
             self.order.set_state(torch.tensor(state["order"], dtype=torch.uint8))
-            self.rows = [r for r in read_metrics(self.out) if r.iteration < self.start or r.phase != "grpo"]
+            self.rows = [r for r in read_metrics(self.out) if r.phase == "warm_start" or r.iteration < self.start
+                         or (r.phase == "heldout" and r.iteration <= self.start)]
         else:
             random.seed(c.seed + acc.process_index)
             torch.manual_seed(c.seed * 1009 + acc.process_index)
@@ -155,7 +167,8 @@ class GRPORun:
         for step in range(w.steps):
             started = time.perf_counter()
             batch = pick.sample(items, min(w.batch_size, len(items))) if items else []
-            stats = supervised.supervised(batch, self._filler([]))
+            with mode(self.policy, True):
+                stats = supervised.supervised(batch, self._filler([]))
             tokens = self.update.reduce(stats.tokens)
             row = IterationMetrics(iteration=step, phase="warm_start", loss=self.update.reduce(stats.loss),
                                    logprob_mean=self.update.reduce(stats.logprob_sum) / tokens if tokens else None,
@@ -183,14 +196,50 @@ class GRPORun:
                 hints = {s: c.rollout.hint.text for s in seeds}
             else:
                 hints = {s: hint_from_reference(self.pool.reference_episode(s)["messages"]) for s in seeds}
-        rollouts, stats = collect_groups(self.engine, self.chat, self.pool, seeds, c.grpo.group_size, c.rollout, hints)
-        items, groups, flat = build_items(rollouts, c.grpo)
+        replayed, crashes = self.pool.replayed, len(self.pool.crashes)
+        retries = 0
+        while True:
+            with mode(self.policy, False):
+                rollouts, stats = collect_groups(self.engine, self.chat, self.pool, seeds, c.grpo.group_size, c.rollout, hints)
+            valid = self.update.reduce(sum(r.trainable for r in rollouts))
+            enough = valid >= c.rollout.min_valid_share * self.update.reduce(len(rollouts))
+            if enough or retries >= c.rollout.retries:
+                break
+            retries += 1
+        items, groups, flat = build_items(rollouts, c.grpo) if enough else ([], len(seeds), len(seeds))
         update_started = time.perf_counter()
         with self.stop.deferred():  # a stop never cuts an update in half: it waits for the iteration's end
-            step = self.update.grpo(items, self._filler(rollouts), self.order)
+            with mode(self.policy, True):
+                step = self.update.grpo(items, self._filler(rollouts), self.order)
             update_s = time.perf_counter() - update_started
             self.engine.sync(self.policy, i)
-        return self._metrics(i, rollouts, stats, step, items, groups, flat, update_s, time.perf_counter() - started)
+        row = self._metrics(i, rollouts, stats, step, items, groups, flat, update_s, time.perf_counter() - started)
+        row.retries, row.incomplete = retries, not enough
+        row.replayed = int(self.update.reduce(self.pool.replayed - replayed))
+        row.worker_failure = next(iter(self.pool.crashes[crashes:]), None)
+        return row
+
+    def heldout(self, done: int) -> IterationMetrics | None:
+        """The held-out evaluation after ``done`` GRPO updates (each rank takes its share of the seeds)."""
+        from accelerate.utils import gather_object
+
+        from trainer.heldout import summarise
+
+        c, acc = self.config, self.accelerator
+        if not c.heldout.seeds:
+            return None
+        seeds = heldout_seeds(c.heldout)[acc.process_index:: acc.num_processes]
+        with mode(self.policy, False):
+            result, rollouts = evaluate_heldout(self.eval_engine, self.chat, self.pool, c.heldout, c.rollout, seeds)
+        if acc.num_processes > 1:
+            rollouts = list(gather_object(rollouts))
+            result = summarise(rollouts, c.rollout.success_reward, self.update.reduce(result.seconds, "max"))
+        return IterationMetrics(
+            iteration=done, phase="heldout", reward_mean=result.mean, reward_low=result.low, reward_high=result.high,
+            success_rate=result.success_rate, valid_rollouts=result.valid, rollouts=result.episodes,
+            infrastructure_errors=result.errors, first_error=next((r.error for r in rollouts if r.error), None),
+            mean_turns=sum(r.turns for r in rollouts) / max(1, len(rollouts)), seconds=result.seconds,
+        )
 
     def _metrics(self, i: int, rollouts: list[Rollout], stats: Any, step: StepStats, items: list[Item],
                  groups: int, flat: int, update_s: float, seconds: float) -> IterationMetrics:
@@ -214,6 +263,7 @@ class GRPORun:
         return IterationMetrics(
             iteration=i,
             reward_mean=mean,
+            valid_rollouts=len(own),
             reward_std=(sum((x - mean) ** 2 for x in own) / len(own)) ** 0.5 if own and mean is not None else None,
             success_rate=sum(x >= self.config.rollout.success_reward for x in own) / len(own) if own else None,
             hinted_reward_mean=sum(hinted) / len(hinted) if hinted else None,
@@ -247,9 +297,9 @@ class GRPORun:
         if self.accelerator.is_main_process:
             append_metrics(self.out, row)
         if self.config.trackers:
-            prefix = "warm_start/" if row.phase == "warm_start" else "train/"
+            prefix = {"warm_start": "warm_start/", "heldout": "heldout/"}.get(row.phase, "train/")
             values = {prefix + k: v for k, v in row.model_dump(exclude={"phase", "iteration"}).items() if isinstance(v, (int, float))}
-            self.accelerator.log(values, step=row.iteration if row.phase == "grpo" else None)
+            self.accelerator.log(values, step=row.iteration if row.phase != "warm_start" else None)
         self.on_iteration(row)
 
     def _checkpoint(self, i: int, rng: dict[str, Any] | None = None) -> None:
@@ -282,6 +332,7 @@ class GRPORun:
         self.warm_start()
         self.engine.sync(self.policy, self.start)  # a separate engine (vLLM) samples from the adapter as it is now
         end = self.config.grpo.iterations if iterations is None else min(self.config.grpo.iterations, self.start + iterations)
+        self._heldout_due(self.start, end)
         clock = CheckpointClock(self.config.save_every)
         for i in range(self.start, end):
             self.current = i
@@ -295,6 +346,7 @@ class GRPORun:
                     self._checkpoint(i)
             if stopping:
                 self._stopped(None, abandoned=False)
+            self._heldout_due(i + 1, end)
         return self.finish()
 
     def _stopped(self, exc: BaseException | None, abandoned: bool) -> None:
@@ -308,6 +360,17 @@ class GRPORun:
             for name in (ckpt.METRICS_FILE, ckpt.RUN_FILE):  # nothing to resume: a plain rerun must be able to start
                 (self.out / name).unlink(missing_ok=True)
         raise TrainingStopped(signum, self.done, found, abandoned) from None
+
+    def _heldout_due(self, done: int, end: int) -> None:
+        """Evaluate the held-out seeds after ``done`` updates when due (first, every N, last) and not done yet."""
+        every = self.config.heldout.every
+        if done not in (self.start, end) and done % every:
+            return
+        if any(r.phase == "heldout" and r.iteration == done for r in self.rows):
+            return
+        row = self.heldout(done)
+        if row is not None:
+            self._record(row)
 
     def finish(self) -> RunResult:
         result = RunResult(env_id=self.env_id, output_dir=str(self.out), summary=summary(self.rows))

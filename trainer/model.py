@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -30,11 +31,11 @@ def load_base(config: TrainConfig, model: str | None = None) -> tuple[Any, Any]:
     if not name:
         raise TrainError("no base model: pass --model PATH (a local folder or a hub id)")
     kwargs: dict[str, Any] = {}
-    if config.gguf_file:
-        kwargs["gguf_file"] = config.gguf_file
     if os.path.sep in name or name.startswith("."):
         if not Path(name).exists():
             raise TrainError(f"--model {name}: no such folder; pass a local model folder or a hub id")
+    if config.gguf_file:
+        name = str(gguf_as_safetensors(name, config.gguf_file))
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
         base = AutoModelForCausalLM.from_pretrained(name, dtype=resolve_dtype(config.dtype), **kwargs)
@@ -44,6 +45,51 @@ def load_base(config: TrainConfig, model: str | None = None) -> tuple[Any, Any]:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return base, tokenizer
+
+
+def gguf_as_safetensors(folder: str, gguf_file: str, cache: Path | None = None) -> Path:
+    """A GGUF model as a plain safetensors folder, converted once and cached (keyed by the file's size and
+    mtime). transformers de-quantises GGUF weights on every load (~25 s for SmolLM2-135M) and refuses to
+    save a GGUF-loaded model, so the weights are copied into a fresh model of the same config."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainer.tiny_model import default_model_cache
+
+    source = Path(folder) / gguf_file
+    if not source.is_file():
+        raise TrainError(f"--gguf-file {gguf_file}: no such file in {folder}")
+    stat = source.stat()
+    key = hashlib.sha256(f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    root = cache or default_model_cache()
+    final = root / f"gguf-{source.stem}-{key}"
+    if (final / "config.json").exists():
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".gguf-", dir=root))
+    try:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+            loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
+        except (OSError, ValueError, ImportError) as exc:
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+            raise TrainError(f"cannot read {source} as GGUF ({first}); GGUF needs the gguf package: pip install gguf") from None
+        settings = loaded.config.to_dict()
+        settings.pop("quantization_config", None)
+        plain = AutoModelForCausalLM.from_config(type(loaded.config).from_dict(settings), dtype=torch.float32)
+        plain.load_state_dict(loaded.state_dict())
+        plain.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        try:
+            os.rename(staging, final)
+        except OSError:  # another process converted it first; its copy is the same
+            pass
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return final
 
 
 def linear_module_names(model: Any) -> list[str]:
@@ -88,3 +134,15 @@ def attach_adapter(base: Any, settings: LoraSettings, adapter_dir: str | Path | 
 
 def trainable_parameters(model: Any) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
+
+
+@contextmanager
+def mode(model: Any, training: bool) -> Iterator[None]:
+    """``model`` in train (or eval) mode for the block, then back to the mode it was in. Set explicitly:
+    gradient checkpointing, for one, acts only in train mode, and generation leaves a model in eval mode."""
+    was = model.training
+    model.train(training)
+    try:
+        yield
+    finally:
+        model.train(was)

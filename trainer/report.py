@@ -17,11 +17,15 @@ CURVE_FILE = "reward_curve.png"
 
 
 class IterationMetrics(BaseModel):
-    """One line of metrics.jsonl."""
+    """One line of metrics.jsonl: a GRPO iteration (``phase`` grpo), a warm-start step (warm_start), or a
+    held-out evaluation (heldout; ``iteration`` = GRPO updates done before it, so 0 is the starting point)."""
 
     iteration: int
     phase: str = "grpo"
     reward_mean: float | None = Field(None, description="mean reward of the un-hinted rollouts with a valid reward")
+    valid_rollouts: int = Field(0, description="how many rollouts reward_mean is the mean of")
+    reward_low: float | None = Field(None, description="held-out rows: 95% bootstrap interval of the mean (over seeds)")
+    reward_high: float | None = None
     reward_std: float | None = None
     success_rate: float | None = None
     hinted_reward_mean: float | None = None
@@ -39,6 +43,10 @@ class IterationMetrics(BaseModel):
     context_truncated: int = Field(0, description="episodes stopped at max_seq_len (kept out of the update)")
     infrastructure_errors: int = Field(0, description="episodes whose sandbox failed (kept out of the update)")
     first_error: str | None = Field(None, description="the first infrastructure error's message, if any")
+    replayed: int = Field(0, description="episodes replayed on a fresh worker after theirs died")
+    worker_failure: str | None = Field(None, description="the first sandbox worker failure of the iteration (replayed or not)")
+    retries: int = Field(0, description="times this iteration was rolled out again for too few valid rollouts")
+    incomplete: bool = Field(False, description="too few valid rollouts even after retries: not trained on")
     max_steps_episodes: int = 0
     mean_turns: float = 0.0
     generated_tokens: int = 0
@@ -83,28 +91,52 @@ def append_metrics(root: Path, row: IterationMetrics) -> None:
 
 
 def plot_curve(rows: list[IterationMetrics], path: Path, title: str) -> Path | None:
-    """Reward mean (band: +- std) and success rate per iteration."""
+    """Training reward (band: +- std) and success rate per iteration, held-out reward with its 95% interval,
+    and how many rollouts each mean stands on wherever that is not the full batch."""
     points = [r for r in rows if r.phase == "grpo" and r.reward_mean is not None]
-    if not points:
+    held = [r for r in rows if r.phase == "heldout" and r.reward_mean is not None]
+    if not points and not held:
         return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    x = [r.iteration for r in points]
-    mean = [r.reward_mean for r in points]
-    std = [r.reward_std or 0.0 for r in points]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    ax.plot(x, mean, marker="o", markersize=3, label="reward mean")
-    ax.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], alpha=0.2, label="± std")  # type: ignore[operator]
-    ax.plot(x, [r.success_rate for r in points], linestyle="--", label="success rate")
-    ax.set_xlabel("iteration")
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=110)
+    if points:
+        x = [r.iteration for r in points]
+        mean = [float(r.reward_mean or 0.0) for r in points]
+        std = [r.reward_std or 0.0 for r in points]
+        full = max(r.rollouts for r in points)
+        ax.plot(x, mean, marker="o", markersize=3, label=f"training reward (mean of {full} rollouts)")
+        ax.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], alpha=0.15, label="± std")
+        ax.plot(x, [r.success_rate for r in points], linestyle="--", linewidth=1, label="training success rate")
+        for r in points:
+            if r.valid_rollouts < r.rollouts:
+                ax.annotate(f"n={r.valid_rollouts}", (r.iteration, r.reward_mean or 0.0), fontsize=6, color="crimson",
+                            xytext=(0, 6), textcoords="offset points", ha="center")
+        marked = [r for r in points if r.incomplete]
+        if marked:
+            ax.scatter([r.iteration for r in marked], [r.reward_mean for r in marked], marker="x", color="crimson",
+                       zorder=3, label="too few valid rollouts (not trained on)")
+    if held:
+        hx = [r.iteration for r in held]
+        hy = [float(r.reward_mean or 0.0) for r in held]
+        low = [max(0.0, y - (r.reward_low if r.reward_low is not None else y)) for y, r in zip(hy, held)]
+        high = [max(0.0, (r.reward_high if r.reward_high is not None else y) - y) for y, r in zip(hy, held)]
+        n = max(r.valid_rollouts for r in held)
+        ax.errorbar(hx, hy, yerr=[low, high], marker="s", markersize=4, capsize=3, color="black",
+                    label=f"held-out reward, 95% interval (n={n} episodes)")
+        for r in held:
+            if r.valid_rollouts < n:
+                ax.annotate(f"n={r.valid_rollouts}", (r.iteration, r.reward_mean or 0.0), fontsize=6, xytext=(0, -10),
+                            textcoords="offset points", ha="center")
+    ax.set_xlabel("GRPO iteration (held-out: after that many updates)")
     ax.set_ylabel("reward")
     ax.set_ylim(-0.05, 1.05)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -123,6 +155,7 @@ def summary(rows: list[IterationMetrics]) -> dict[str, Any]:
     generated = sum(r.generated_tokens for r in grpo)
     generation = sum(r.generation_s for r in grpo)
     first = next((r.reward_mean for r in grpo if r.reward_mean is not None), None)
+    held = [r for r in rows if r.phase == "heldout" and r.reward_mean is not None]
     return {
         "iterations": len(grpo),
         "first_reward": first,
@@ -133,11 +166,22 @@ def summary(rows: list[IterationMetrics]) -> dict[str, Any]:
         "cut_turns": sum(r.cut_turns for r in grpo),
         "context_truncated": sum(r.context_truncated for r in grpo),
         "infrastructure_errors": sum(r.infrastructure_errors for r in grpo),
+        "replayed": sum(r.replayed for r in grpo),
+        "incomplete_iterations": sum(r.incomplete for r in grpo),
+        "trained_nothing_share": round(sum(r.trained_rollouts == 0 for r in grpo) / len(grpo), 3) if grpo else None,
+        "heldout_first": _held(held[0]) if held else None,
+        "heldout_last": _held(held[-1]) if held else None,
+        "heldout_best": _held(max(held, key=lambda r: r.reward_mean or 0.0)) if held else None,
         "seconds": round(seconds, 2),
         "s_per_iteration": round(seconds / len(grpo), 3) if grpo else None,
         "tokens_per_s": round(generated / generation, 1) if generation > 0 else None,
         "env_share": round(sum(r.env_s for r in grpo) / seconds, 3) if seconds > 0 else None,
     }
+
+
+def _held(row: IterationMetrics) -> dict[str, Any]:
+    return {"after_iterations": row.iteration, "reward": row.reward_mean, "low": row.reward_low, "high": row.reward_high,
+            "success_rate": row.success_rate, "episodes": row.valid_rollouts}
 
 
 def _mean(values: list[float]) -> float | None:
@@ -158,16 +202,24 @@ def summary_table(results: list[dict[str, Any]]) -> Any:
 
     table = Table(title="factory train", title_justify="left", expand=False, pad_edge=False)
     for name, justify in (("env", "left"), ("iters", "right"), ("first", "right"), ("last 10", "right"),
-                          ("0-var", "right"), ("s/it", "right"), ("tok/s", "right"), ("status", "left")):
+                          ("held-out", "right"), ("0-var", "right"), ("s/it", "right"), ("status", "left")):
         table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for result in results:
         s = result.get("summary") or {}
         table.add_row(
             result["env_id"].removeprefix("trace/"), fmt(s.get("iterations")), fmt(s.get("first_reward"), 2),
-            fmt(s.get("last10_reward"), 2), fmt(s.get("zero_variance_share"), 2), fmt(s.get("s_per_iteration"), 1),
-            fmt(s.get("tokens_per_s"), 0), "ok" if result.get("ok") else "failed",
+            fmt(s.get("last10_reward"), 2), _held_cell(s), fmt(s.get("zero_variance_share"), 2),
+            fmt(s.get("s_per_iteration"), 1), "ok" if result.get("ok") else "failed",
         )
     return table
+
+
+def _held_cell(s: dict[str, Any]) -> str:
+    """Held-out reward before GRPO -> after, e.g. "0.12→0.56"."""
+    first, last = s.get("heldout_first") or {}, s.get("heldout_last") or {}
+    if not last:
+        return "-"
+    return f"{fmt(first.get('reward'), 2)}→{fmt(last.get('reward'), 2)}"
 
 
 def write_json(path: Path, data: Any) -> None:

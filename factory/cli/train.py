@@ -168,11 +168,14 @@ def _train_one(env_id: str, settings: Any, resume: bool, quiet: bool) -> dict[st
                                  completed=settings.warm_start.steps + start if start else 0)
 
         def advance(row: Any) -> None:
+            reward = "-" if row.reward_mean is None else f"{row.reward_mean:.2f}"
+            if row.phase == "heldout":  # an evaluation, not a step: the bar does not move
+                progress.update(task, status=f"held-out {reward} (n={row.valid_rollouts})")
+                return
             if row.phase == "warm_start":
                 status, done = f"warm start loss {row.loss:.3f}", row.iteration + 1
             else:
-                reward = "-" if row.reward_mean is None else f"{row.reward_mean:.2f}"
-                status = f"reward {reward} 0-var {row.zero_variance_share:.2f}"
+                status = f"reward {reward} (n={row.valid_rollouts}) 0-var {row.zero_variance_share:.2f}"
                 done = settings.warm_start.steps + row.iteration + 1  # a resumed run counts on from where it was
             progress.update(task, completed=done, status=status)
 

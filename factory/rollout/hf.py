@@ -1,19 +1,21 @@
 """A local Hugging Face model (optionally with a PEFT adapter) as a rollout policy.
 
 ``hf:PATH`` loads ``AutoModelForCausalLM`` and its tokenizer from a folder (or hub id already in the local
-cache); ``hf:PATH@ADAPTER`` adds a PEFT adapter on top. Each turn renders the conversation with the
-model's own chat template, tools included (``apply_chat_template(..., tools=...)``), generates, and
-returns the raw text: the target parses ``<tool_call>`` blocks as it would from any policy.
-
-One model serves every episode of a rollout; generation is serialised by a lock (on CPU, parallel
-``generate`` calls would only compete for the same cores). Sampling is seeded per (episode, turn).
+cache); ``hf:PATH@ADAPTER`` adds a PEFT adapter on top. The model sees the conversation exactly as
+training showed it: the trainer's token layout (``trainer.chat``: the one renderer of
+``env_registry.conversation``, tools and calls written into the text where the template cannot render
+them, the turns it generated kept as sampled) and the trainer's batched engine (``trainer.engines``):
+episodes running in parallel threads that ask for a turn at about the same time are generated in one
+batch. Greedy by default (temperature 0); with a temperature, each batch is seeded from its episodes'
+(seed, turn) pairs.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,34 +33,77 @@ def _split_spec(spec: str) -> tuple[str, str | None]:
     return model, adapter or None
 
 
-def chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI messages as chat templates expect them: tool-call arguments as objects, not JSON strings."""
-    out = []
-    for message in messages:
-        item = {k: v for k, v in message.items() if v is not None}
-        calls = []
-        for call in message.get("tool_calls") or []:
-            function = dict(call.get("function") or {})
-            try:
-                arguments = json.loads(function.get("arguments") or "{}")
-            except (json.JSONDecodeError, TypeError):
-                arguments = function.get("arguments")
-            calls.append({**call, "function": {**function, "arguments": arguments}})
-        if calls:
-            item["tool_calls"] = calls
-        item.setdefault("content", "")
-        out.append(item)
-    return out
+@dataclass
+class _Request:
+    ids: list[int]
+    key: str
+    result: Any = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+@dataclass
+class Batcher:
+    """Generation requests from many threads served in batches: whoever holds the engine runs every request
+    queued so far as one batch (a short ``linger_s`` lets the others queue first)."""
+
+    engine: Any
+    temperature: float
+    linger_s: float = 0.02
+    max_batch: int = 64
+    _pending: list[_Request] = field(default_factory=list)
+    _queue_lock: threading.Lock = field(default_factory=threading.Lock)
+    _engine_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def generate(self, ids: list[int], key: str) -> Any:
+        request = _Request(list(ids), key)
+        with self._queue_lock:
+            self._pending.append(request)
+        while not request.done:
+            with self._engine_lock:
+                if request.done:
+                    break
+                time.sleep(self.linger_s)
+                with self._queue_lock:
+                    batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch:]
+                self._run(batch)
+        if request.error is not None:
+            raise request.error
+        return request.result
+
+    def _run(self, batch: list[_Request]) -> None:
+        import torch
+
+        try:
+            if self.temperature > 0:
+                digest = hashlib.sha256("|".join(sorted(r.key for r in batch)).encode()).digest()
+                torch.manual_seed(int.from_bytes(digest[:8], "big") % (2**63))
+            out = self.engine.session({i: r.ids for i, r in enumerate(batch)}).generate()
+            for i, request in enumerate(batch):
+                request.result = out[i]
+        except Exception as exc:  # noqa: BLE001 - every waiting episode gets the failure, none hangs
+            for request in batch:
+                request.error = exc
+        finally:
+            for request in batch:
+                request.done = True
 
 
 class HFPolicy(Policy):
     def __init__(self, model: Any, tokenizer: Any, spec: str, temperature: float | None = 0.0, max_new_tokens: int = 512) -> None:
+        from trainer.chat import ChatFormat
+        from trainer.engines import TransformersEngine
+
         self.model = model
         self.tokenizer = tokenizer
         self.spec = spec
-        self.temperature = temperature
+        self.temperature = float(temperature or 0.0)
         self.max_new_tokens = max_new_tokens
-        self._lock = threading.Lock()
+        try:
+            self.chat = ChatFormat(tokenizer)
+        except FactoryError as exc:
+            raise FactoryError(f"--policy {spec!r}: {exc}") from None
+        self.batcher = Batcher(TransformersEngine(model, self.chat, self.temperature, max_new_tokens), self.temperature)
 
     @classmethod
     def from_spec(cls, spec: str, *, temperature: float | None = 0.0, max_new_tokens: int = 512) -> "HFPolicy":
@@ -94,34 +139,37 @@ class HFPolicy(Policy):
         return cls(model, tokenizer, spec, temperature, max_new_tokens)
 
     def start(self, task: Task, tools: list[dict[str, Any]], seed: int) -> Act:
+        """One episode: its token context is kept as training keeps it (generated turns as sampled)."""
+        from trainer.chat import EpisodeTokens
+
+        state: list[EpisodeTokens] = []
         turn = iter(range(1_000_000))
 
         def act(messages: list[dict[str, Any]]) -> Action:
-            return self.generate(messages, tools, seed, next(turn))
+            try:
+                if not state:
+                    state.append(EpisodeTokens(self.chat, messages, tools))
+                else:
+                    state[0].observe(messages)
+            except FactoryError as exc:
+                raise PolicyError(f"policy {self.spec}: {exc}") from None
+            generated = self._generate(state[0].ids, f"{seed}:{next(turn)}")
+            state[0].generated(generated.tokens, generated.ended)
+            return self.chat.decode_action(generated.tokens)
 
         return act
 
     def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], seed: int, turn: int) -> str:
-        import torch
-
+        """One turn from the messages alone (no per-episode state): the conversation in the training layout,
+        the assistant turns re-tokenised from their rendering."""
         try:
-            inputs = self.tokenizer.apply_chat_template(
-                chat_messages(messages), tools=tools, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
-            )
-        except Exception as exc:  # noqa: BLE001 - template errors come as jinja or value errors
-            raise PolicyError(f"policy {self.spec}: chat template failed: {type(exc).__name__}: {exc}") from None
-        inputs = inputs.to(self.model.device)  # a model on a GPU (factory eval --device cuda) takes its inputs there
-        sample = bool(self.temperature and self.temperature > 0)
-        options: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": sample}
-        if sample:
-            options["temperature"] = self.temperature
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
-        digest = hashlib.sha256(f"{seed}:{turn}".encode()).digest()
-        with self._lock, torch.no_grad():
-            torch.manual_seed(int.from_bytes(digest[:8], "big") % (2**63))
-            output = self.model.generate(**inputs, pad_token_id=pad, **options)
-        new_tokens = output[0][inputs["input_ids"].shape[1] :]
-        text = self.tokenizer.decode(new_tokens, skip_special_tokens=False)
-        for token in {self.tokenizer.eos_token, self.tokenizer.pad_token, "<|im_end|>", "<|endoftext|>"} - {None}:
-            text = text.split(token)[0] if token == "<|im_end|>" else text.replace(token, "")
-        return text.strip()
+            ids = self.chat.conversation_ids(messages, tools, generation_prompt=True)[0]
+        except FactoryError as exc:
+            raise PolicyError(f"policy {self.spec}: {exc}") from None
+        return self.chat.decode_action(self._generate(ids, f"{seed}:{turn}").tokens)
+
+    def _generate(self, ids: list[int], key: str) -> Any:
+        try:
+            return self.batcher.generate(ids, key)
+        except (RuntimeError, ValueError) as exc:  # torch/transformers failures (out of memory, bad input)
+            raise PolicyError(f"policy {self.spec}: generation failed: {type(exc).__name__}: {str(exc)[:300]}") from None

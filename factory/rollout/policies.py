@@ -15,6 +15,8 @@ Specs (``--policy``):
 
 LLM policies call tools in the Hermes/Qwen text protocol (``<tool_call>{...}</tool_call>``), which
 ``trace_env.actions`` parses: ``factory.llm`` clients exchange text, so one protocol serves every provider.
+The conversation is written out by ``env_registry.conversation.text_dialogue``, the same rendering the
+trainer, the endpoint rollouts and the calibration check use.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
+from env_registry import conversation
 from env_registry.targets.runner import AGENT_STOP
 from env_registry.targets.tasks import Task
 from factory.errors import FactoryError
@@ -70,45 +73,6 @@ class EmptyPolicy(Policy):
         return lambda messages: AGENT_STOP
 
 
-TOOL_PROTOCOL = """# Tools
-You can call these functions. To call one, write a block like
-<tool_call>{{"name": "<function name>", "arguments": {{<arguments as JSON>}}}}</tool_call>
-(several blocks for several calls). The results come back as <tool_response> messages. To talk to the
-user instead, write plain text with no <tool_call> block.
-<tools>
-{tools}
-</tools>"""
-
-
-def text_protocol(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[str, list[dict[str, str]]]:
-    """The conversation for a text-only chat API: system prompt with the tools, tool calls as ``<tool_call>``
-    blocks, tool results as ``<tool_response>`` user turns; same-role neighbours joined so roles alternate."""
-    system_parts = [m.get("content") or "" for m in messages if m.get("role") == "system"]
-    tool_lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
-    system = "\n\n".join([*system_parts, TOOL_PROTOCOL.format(tools=tool_lines)])
-    dialogue: list[dict[str, str]] = []
-    for message in messages:
-        role = message.get("role")
-        if role == "system":
-            continue
-        if role == "assistant":
-            parts = [message.get("content") or ""]
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") or {}
-                arguments = function.get("arguments") or "{}"
-                parts.append(f'<tool_call>{{"name": {json.dumps(function.get("name"))}, "arguments": {arguments}}}</tool_call>')
-            text, speaker = "\n".join(p for p in parts if p), "assistant"
-        elif role == "tool":
-            text, speaker = f"<tool_response name={json.dumps(message.get('name'))}>\n{message.get('content') or ''}\n</tool_response>", "user"
-        else:
-            text, speaker = message.get("content") or "", "user"
-        if dialogue and dialogue[-1]["role"] == speaker:
-            dialogue[-1]["content"] += "\n\n" + text
-        else:
-            dialogue.append({"role": speaker, "content": text})
-    return system, dialogue
-
-
 class LLMPolicy(Policy):
     """An API model through ``factory.llm`` (retries, usage accounting; uncached so trials stay independent)."""
 
@@ -122,7 +86,7 @@ class LLMPolicy(Policy):
         from factory.llm import LLMError
 
         def act(messages: list[dict[str, Any]]) -> Action:
-            system, dialogue = text_protocol(messages, tools)
+            system, dialogue = conversation.text_dialogue(messages, tools)
             try:
                 response = self.client.complete(dialogue, system=system, max_tokens=self.max_tokens, temperature=self.temperature)
             except LLMError as exc:

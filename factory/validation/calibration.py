@@ -8,7 +8,6 @@ callable, or an OpenAI-compatible endpoint driven through ``factory.llm``.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
@@ -17,6 +16,7 @@ from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel, Field
 
+from env_registry import conversation
 from env_registry.hosted import SandboxedEnv, SandboxedRunner
 from factory.llm import LLMClient, LLMError
 from schemas.validation import CheckResult, Counterexample
@@ -44,37 +44,17 @@ class CalibrationConfig(BaseModel):
     success_reward: float = Field(0.99, description="a rollout counts as a success at or above this reward")
 
 
-TOOL_INSTRUCTIONS = (
-    "\n\nTo call a tool, answer with <tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>; "
-    "otherwise answer the user in plain text. Available tools:\n"
-)
-
-
 def llm_policy(client: LLMClient, temperature: float = 1.0, max_tokens: int = 1024) -> Policy:
-    """A policy served by an LLM endpoint. Tools are described in the system message in the Hermes format,
-    so any chat model works; the env parses the reply text. Give it a client without a response cache, or
-    the K samples of a group would all be the first one."""
+    """A policy served by an LLM endpoint. The conversation is written out as for every text-only reader
+    (``env_registry.conversation.text_dialogue``: tools in the system text, calls and results in the Hermes
+    format), so any chat model works; the env parses the reply text. Give it a client without a response
+    cache, or the K samples of a group would all be the first one."""
 
     def act(messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: PolicyContext) -> str:
-        system = (messages[0].get("content") or "") + TOOL_INSTRUCTIONS + json.dumps(tools)
-        chat = [_as_chat_message(m) for m in messages[1:]]
-        return client.complete(chat, system=system, max_tokens=max_tokens, temperature=temperature).text
+        system, dialogue = conversation.text_dialogue(messages, tools)
+        return client.complete(dialogue, system=system, max_tokens=max_tokens, temperature=temperature).text
 
     return act
-
-
-def _as_chat_message(message: dict[str, Any]) -> dict[str, str]:
-    """Plain user/assistant turns: tool calls and results are written out as text for any chat model."""
-    role = message.get("role")
-    if role == "assistant":
-        text = message.get("content") or ""
-        for call in message.get("tool_calls") or []:
-            function = call.get("function", {})
-            text += f"\n<tool_call>{json.dumps({'name': function.get('name'), 'arguments': function.get('arguments')})}</tool_call>"
-        return {"role": "assistant", "content": text.strip()}
-    if role == "tool":
-        return {"role": "user", "content": f"<tool_response name=\"{message.get('name')}\">\n{message.get('content')}\n</tool_response>"}
-    return {"role": "user", "content": message.get("content") or ""}
 
 
 def run_calibration(hosted: SandboxedEnv, policy: Policy | Callable[..., Any], config: CalibrationConfig | None = None, first_seed: int = 0) -> CheckResult:

@@ -131,7 +131,8 @@ def check_handoffs(run_dir: Path) -> None:
 
     trained = run_dir / "train" / CAPABILITY
     metrics = [json.loads(line) for line in lines(trained / "metrics.jsonl")]
-    assert [m["phase"] for m in metrics] == ["warm_start"] * 2 + ["grpo"] * 2
+    assert [m["phase"] for m in metrics] == ["warm_start"] * 2 + ["heldout"] + ["grpo"] * 2 + ["heldout"]
+    assert all(m["valid_rollouts"] == 2 for m in metrics if m["phase"] == "heldout")  # the example's 2 held-out seeds
     assert json.loads((trained / "run.json").read_text())["env_id"] == stored.manifest.gym_id
     from safetensors.torch import load_file
 

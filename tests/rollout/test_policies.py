@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from factory.cli import app
 from factory.rollout.engine import Rollout, RolloutConfig
-from factory.rollout.policies import text_protocol
+from env_registry.conversation import text_dialogue as text_protocol
 from factory.rollout.store import RolloutStore
 from factory.testing.llm_server import RecordedRequest, ScriptedLLMServer, ScriptedReply
 from tests.targets.helpers import requires_servers

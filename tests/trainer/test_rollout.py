@@ -176,11 +176,95 @@ def test_context_limit_and_dead_sandbox_end_only_their_episode(policy, pool) -> 
     assert all(r.termination == "context_limit" and not r.trainable for r in rollouts if r.turns == 1 and r.ended_by is None)
     assert any(r.termination == "context_limit" for r in rollouts)
     envs_before = list(pool.envs)
-    pool.envs[1].unwrapped.runner.hosted.worker.close()  # the sandbox of episode 1 dies
+    pool.envs[1].unwrapped.runner.hosted.worker.close()  # the sandbox of episode 1 dies before its reset
+    replaced = pool.replaced
     rollouts, _ = collect_groups(engine, chat, pool, [6], 3, RolloutSettings(max_new_tokens=8, max_seq_len=2048))
-    assert rollouts[1].termination == "infrastructure_error" and "Worker" in (rollouts[1].error or "")
-    assert rollouts[0].error is None and rollouts[2].error is None and rollouts[0].turns >= 1
-    assert pool.replaced == 1
-    rollouts, _ = collect_groups(engine, chat, pool, [6], 3, RolloutSettings(max_new_tokens=8, max_seq_len=2048))
-    assert all(r.error is None for r in rollouts)  # replaced on next use
+    assert all(r.error is None for r in rollouts) and rollouts[1].turns >= 1  # a fresh worker took over
+    assert pool.replaced == replaced + 1
     assert pool.envs[0] is envs_before[0] and pool.envs[2] is envs_before[2] and pool.envs[1] is not envs_before[1]
+
+
+class KillingEngine(ScriptedEngine):
+    """Kills the sandbox worker of episode 0 just before turn ``when`` is generated."""
+
+    def __init__(self, turns, eos, pool, when) -> None:
+        super().__init__(turns, eos)
+        self.pool, self.when = pool, when
+
+    def session(self, prompts):
+        session = super().session(prompts)
+        generate = session.generate
+
+        def killing():
+            if session.turn == self.when:
+                self.pool.envs[0].unwrapped.runner.hosted.worker.close()
+            return generate()
+
+        session.generate = killing
+        return session
+
+
+def test_a_worker_that_dies_mid_episode_is_replaced_and_the_episode_replayed(policy, pool) -> None:
+    _, chat = policy
+    eos = [chat.eos_id]
+    turns = [chat.encode("Let me look.") + eos, chat.encode('<tool_call>{"name": "get_wifi_status", "arguments": {}}</tool_call>') + eos,
+             chat.encode('<tool_call>{"name": "set_wifi_status", "arguments": {"on": true}}</tool_call>') + eos]
+    settings = RolloutSettings(max_new_tokens=64, max_seq_len=2048)
+    [calm], _ = collect_groups(ScriptedEngine(turns, chat.eos_id), chat, pool, [7], 1, settings)
+    replayed, replaced = pool.replayed, pool.replaced
+    [crashed], _ = collect_groups(KillingEngine(turns, chat.eos_id, pool, when=2), chat, pool, [7], 1, settings)
+    assert (pool.replaced, pool.replayed) == (replaced + 1, replayed + 1)
+    assert crashed.error is None and crashed.reward == calm.reward == 1.0
+    assert crashed.completion_ids == calm.completion_ids and crashed.messages == calm.messages  # nothing lost, nothing doubled
+
+
+def test_a_worker_that_keeps_dying_ends_only_its_episode(policy, wifi_env) -> None:
+    import gymnasium as gym
+
+    _, chat = policy
+
+    class Dying(gym.Wrapper):
+        kill = False
+
+        def step(self, action):
+            if self.kill:
+                self.env.unwrapped.runner.hosted.worker.close()
+            return self.env.step(action)
+
+    made = []
+
+    def make(env_id, **kwargs):
+        env = Dying(gym.make(env_id, **kwargs))
+        env.kill = len(made) >= 2  # the replacements of the dying worker die too
+        made.append(env)
+        return env
+
+    talk = chat.encode("Done.") + [chat.eos_id]
+    with EnvPool(wifi_env, sandbox="bwrap", make=make, max_replays=1) as dying:
+        dying.ensure(2)
+        dying.envs[0].kill = True
+        rollouts, _ = collect_groups(ScriptedEngine([talk] * 3, chat.eos_id), chat, dying, [2], 2,
+                                     RolloutSettings(max_new_tokens=16, max_seq_len=2048))
+        assert rollouts[0].termination == "infrastructure_error" and "after 1 replays" in (rollouts[0].error or "")
+        assert "WorkerCrashed" in rollouts[0].error and rollouts[1].error is None and rollouts[1].turns >= 1
+        assert dying.crashes and dying.replaced == 2
+
+
+def test_a_sandbox_that_dies_while_starting_is_started_again(policy, wifi_env) -> None:
+    import gymnasium as gym
+
+    from sandbox import WorkerCrashed
+
+    calls = []
+
+    def make(env_id, **kwargs):
+        calls.append(env_id)
+        if len(calls) == 1:
+            raise WorkerCrashed("worker bwrap:trace_env.handler died during start (exit code -9)")
+        return gym.make(env_id, **kwargs)
+
+    with EnvPool(wifi_env, sandbox="bwrap", make=make) as flaky:
+        outcomes = flaky.reset([0, 1], [3, 3])
+        assert all(o.reply is not None for o in outcomes) and len(calls) == 3
+        assert flaky.crashes == ["WorkerCrashed: worker bwrap:trace_env.handler died during start (exit code -9)"]
+        assert outcomes[0].reply.scenario_hash == outcomes[1].reply.scenario_hash

