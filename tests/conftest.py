@@ -27,3 +27,10 @@ def registry_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def tiny_source() -> str:
     return (TEST_ENVS / "tiny_cancel.py").read_text()
+
+
+@pytest.fixture
+def checked_source() -> str:
+    """The tiny env with its reward hole closed (tiny_cancel.py pays for reading and saying nothing): for tests
+    that need an env the whole gate admits."""
+    return (TEST_ENVS.parent / "gate" / "envs" / "tiny_checked.py").read_text()

@@ -50,7 +50,7 @@ def test_too_easy_env_is_reported(tiny_source: str) -> None:
     assert "too easy" in result.message and "success rate 1.00 outside" in result.message
 
 
-def test_llm_endpoint_policy_through_the_gate(tiny_source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llm_endpoint_policy_through_the_gate(checked_source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A scripted OpenAI-compatible endpoint plays the tiny env: it asks for the id, looks it up, then cancels
     every other time, so groups have variance; calibration is reported but never decides the verdict."""
     monkeypatch.setenv("TRACE_FACTORY_CACHE", str(tmp_path / "cache"))
@@ -75,7 +75,7 @@ def test_llm_endpoint_policy_through_the_gate(tiny_source: str, tmp_path: Path, 
     with ScriptedLLMServer(reply) as server:
         policy = llm_policy(make_client(parse_llm_spec("vllm:tiny-policy", base_url=server.openai_base_url), cache=False))
         report = validate_source(
-            tiny_source, config=ValidationConfig(solvability_seeds=20, necessity_seeds=20, diversity_seeds=40, fuzz_examples=10),
+            checked_source, config=ValidationConfig(solvability_seeds=20, necessity_seeds=20, diversity_seeds=40, fuzz_examples=10),
             backend=BACKEND, calibration_policy=policy, calibration=CalibrationConfig(seeds=4, group_size=4),
         )
     calibration = next(c for c in report.checks if c.name == "calibration")

@@ -158,13 +158,14 @@ class EnvPool:
         """The env's sandboxed runner with a long-lived worker's limits (gym.make would open the defaults)."""
         from env_registry.execution import SANDBOX_ENV_VAR
         from env_registry.hosted import SandboxedEnv, SandboxedRunner
+        from env_registry.registration import registered_root
         from env_registry.registry import Registry
 
-        stored = Registry(spec.get("registry_root")).get(spec["capability"], spec.get("version"))
+        root = registered_root(spec["capability"], spec.get("version"))  # the root this id was registered from
+        stored = Registry(root).get(spec["capability"], spec.get("version"))
         backend = self.sandbox or os.environ.get(SANDBOX_ENV_VAR, "auto")
-        module = f"trace_env_{stored.manifest.capability}_v{stored.manifest.version}"
         hosted = SandboxedEnv(stored.source, backend=backend, limits=self.limits, rpc_timeout_s=self.rpc_timeout_s,
-                              load_timeout_s=self.rpc_timeout_s, module_name=module)
+                              load_timeout_s=self.rpc_timeout_s)
         return SandboxedRunner(hosted)
 
     def _pool(self, n: int) -> ThreadPoolExecutor:

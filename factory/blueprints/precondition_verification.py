@@ -65,7 +65,10 @@ class PreconditionVerificationEnv(airline.AirlineTools, sdk.TaskEnv):
         user = world.user()
         n_requests = rng.choices([1, 2, 3], weights=[45, 40, 15])[0]
         if n_requests == 1:
-            plan = [rng.random() < 0.07]  # almost always something to refuse: that is where the capability shows
+            # almost always something to refuse: that is where the capability shows. A lone eligible request is a task
+            # a policy-blind agent also gets right, so it stays rare (about 1% of seeds): the gate's necessity check
+            # must not fail on a handful of random seeds where skipping the check happens to be right.
+            plan = [rng.random() < 0.02]
         else:
             plan = [False] + [rng.random() < 0.7 for _ in range(n_requests - 1)]
             rng.shuffle(plan)

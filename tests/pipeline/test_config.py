@@ -39,7 +39,7 @@ def test_the_cpu_example_is_small_and_the_gpu_example_uses_vllm() -> None:
         (MINIMAL + "[build.gate]\nsolvability_seed = 8\n", "build.gate: unknown gate key 'solvability_seed' (did you mean 'solvability_seeds'?)"),
         (MINIMAL + "[route]\ndebias = \"always\"\n", "route.debias: Input should be 'none' or 'cyclic'"),
         (MINIMAL + "[train]\nmodel = \"x\"\n", "train: model is set by the pipeline"),
-        ('model = "tiny"\n[[targets]]\nname = "toolsandbox"\n', "no native ToolSandbox adapter"),
+        ('model = "tiny"\n[[targets]]\nname = "tau2-telecom"\n', "target 'tau2-telecom' cannot be evaluated"),
         ('model = "tiny"\n[[targets]]\nname = "tau2-airline"\n[[targets]]\nname = "tau2-airline"\n', "a target is listed twice"),
         ('[[targets]]\nname = "tau2-airline"\n', "model: required key is missing"),
         ('sandbox = "jail"\n' + MINIMAL, "sandbox: 'jail' is not a sandbox backend"),

@@ -9,7 +9,7 @@ from env_registry.registry import Registry
 from factory.validation.gate import validate_source
 from schemas.validation import ValidationConfig
 
-TINY_ENV = Path(__file__).resolve().parents[1] / "envs" / "tiny_cancel.py"
+TINY_ENV = Path(__file__).resolve().parents[1] / "gate" / "envs" / "tiny_checked.py"  # passes the whole gate
 # Three capabilities of the built-in catalogue, each standing on a renamed copy of the tiny test env.
 CAPABILITIES = {
     "precondition_verification": "Check a reservation's state before changing it.",
