@@ -67,17 +67,21 @@ def collect_with_endpoint(
                     e.update(termination=termination_reason(reply.ended_by, reply.truncated), reward=reply.reward,
                              detail=reply.reward_components, messages=reply.messages or e["messages"])
             live = [i for i in live if episodes[i]["termination"] is None]
-    return [_record(pool.env_id, e, settings.success_reward) for e in episodes]
+    return [_record(pool.env_id, e, settings.success_reward, pool.reward_range) for e in episodes]
 
 
-def _record(env_id: str, e: dict[str, Any], success_reward: float) -> Trajectory:
+def _record(env_id: str, e: dict[str, Any], success_reward: float, reward_range: tuple[float, float] = (0.0, 1.0)) -> Trajectory:
+    """A trajectory's reward is a share of the env's declared range (the env's own figure is kept as
+    ``metadata.env_reward``), so a ``[-1, 1]`` env's trajectories read like any other's."""
     metadata: dict[str, Any] = {"trial": e["trial"], "termination_reason": e["termination"], "reward_detail": e["detail"],
                                 "env_id": env_id, "seed": e["seed"]}
     if e.get("task_version"):
         metadata["task_version"] = e["task_version"]
     if e.get("error"):
         metadata["infrastructure_error"] = e["error"]
-    reward = min(1.0, max(0.0, float(e["reward"])))
+    low, high = reward_range
+    metadata["env_reward"] = float(e["reward"])
+    reward = min(1.0, max(0.0, (float(e["reward"]) - low) / (high - low)))
     capability = e.get("capability") or env_id.removeprefix("trace/")
     return Trajectory(
         id=f"{env_id}:{e['seed']}#{e['trial']}", target=e.get("target") or "unknown", task_id=f"{capability}:{e['seed']}",

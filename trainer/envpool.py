@@ -51,6 +51,14 @@ class EnvReply(BaseModel):
     max_steps: int | None = None
     capability: str | None = None
     target: str | None = None
+    reward_range: tuple[float, float] | None = None
+
+    @field_validator("reward_range")
+    @classmethod
+    def _range(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not (math.isfinite(value[0]) and math.isfinite(value[1]) and value[0] < value[1]):
+            raise ValueError("reward_range must be two finite numbers, lowest first")
+        return value
 
     @field_validator("reward")
     @classmethod
@@ -122,6 +130,8 @@ class EnvPool:
     replaced: int = 0
     replayed: int = 0
     started: int = 0
+    reward_range: tuple[float, float] = (0.0, 1.0)
+    """The env's declared reward range, as its resets report it (``[0, 1]`` until one has)."""
 
     def __post_init__(self) -> None:
         from env_registry.registration import register_all
@@ -265,6 +275,7 @@ class EnvPool:
             outcome = self._robust(slot, lambda: self._reset_on(slot, episode), episode, replay=False)
             if outcome.reply is not None:
                 episode.scenario_hash = outcome.reply.scenario_hash
+                self._note_range(outcome.reply.reward_range)
             return outcome
 
         return self._call(slots, reset_one)
@@ -293,6 +304,21 @@ class EnvPool:
         except Exception:  # already dead
             pass
 
+    def _note_range(self, value: Any) -> None:
+        """Keep a declared range that passes the reply check (a malformed one leaves the last known)."""
+        try:
+            checked = EnvReply.model_validate({"reward_range": value}).reward_range
+        except ValidationError:
+            return
+        if checked is not None:
+            self.reward_range = checked
+
+    def success_at(self, share: float) -> float:
+        """The reward that counts as a success: ``share`` of the way up the env's declared range (a
+        ``[-1, 1]`` env succeeds at 0.98 for ``share`` 0.99, not at 0.99 of a ``[0, 1]`` scale)."""
+        low, high = self.reward_range
+        return low + share * (high - low)
+
     # --- reference solutions (warm start, hints) ---------------------------------------------
     def reference_episode(self, seed: int) -> dict[str, Any]:
         """The env's reference solution played from ``seed``: messages, tools and reward (validated)."""
@@ -314,11 +340,13 @@ class EnvPool:
         try:
             hosted = getattr(runner, "hosted", None)
             if hosted is not None:  # sandboxed: the worker plays it
+                self._note_range(hosted.info.get("reward_range"))
                 played = hosted.call("episode", {"seed": int(seed), "policy": "reference"})
             else:  # TRACE_FACTORY_UNSAFE_INPROCESS=1: the engine is in this process
                 from trace_env.engine import run_episode
 
                 env = runner.env
+                self._note_range(getattr(env, "reward_range", None))
                 played = run_episode(env, int(seed), env.reference_solution(env.generate(int(seed))))
         finally:
             self.env_seconds += time.perf_counter() - started

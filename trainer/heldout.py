@@ -81,10 +81,11 @@ def evaluate(
     chosen = heldout_seeds(settings) if seeds is None else seeds
     with _own_rng(EVAL_SEED), torch.no_grad():
         rollouts, _ = collect_groups(engine, chat, pool, chosen, settings.samples, rollout, group_offset=0)
-    return summarise(rollouts, rollout.success_reward, time.perf_counter() - started), rollouts
+    return summarise(rollouts, pool.success_at(rollout.success_reward), time.perf_counter() - started), rollouts
 
 
 def summarise(rollouts: list[Rollout], success_reward: float, seconds: float = 0.0) -> HeldoutResult:
+    """``success_reward`` is a reward on the env's own scale (:meth:`EnvPool.success_at`)."""
     by_seed: dict[int, list[float]] = {}
     for r in rollouts:
         if r.trainable:

@@ -155,11 +155,11 @@ class GRPORun:
         items = []
         for seed in seeds:
             played = self.pool.reference_episode(seed)
-            if played["reward"] >= self.config.rollout.success_reward:
+            if played["reward"] >= self.pool.success_at(self.config.rollout.success_reward):
                 ids, mask, _ = self.chat.conversation_ids(played["messages"], played["tools"])
                 items.append(Item(ids, mask))
         if not self.update.reduce(len(items)):
-            raise TrainError(f"{self.env_id}: no reference solution reached reward {self.config.rollout.success_reward}; "
+            raise TrainError(f"{self.env_id}: no reference solution reached reward {self.pool.success_at(self.config.rollout.success_reward):g}; "
                              "the env cannot warm-start a policy (validate it with `factory validate`)")
         optimizer = torch.optim.AdamW(trainable_parameters(self.policy), lr=w.lr, betas=self.config.grpo.betas)
         supervised = PolicyUpdate(acc, self.module, acc.prepare(optimizer), self.config.grpo, self.chat.pad_id)
@@ -233,7 +233,7 @@ class GRPORun:
             result, rollouts = evaluate_heldout(self.eval_engine, self.chat, self.pool, c.heldout, c.rollout, seeds)
         if acc.num_processes > 1:
             rollouts = list(gather_object(rollouts))
-            result = summarise(rollouts, c.rollout.success_reward, self.update.reduce(result.seconds, "max"))
+            result = summarise(rollouts, self.pool.success_at(c.rollout.success_reward), self.update.reduce(result.seconds, "max"))
         return IterationMetrics(
             iteration=done, phase="heldout", reward_mean=result.mean, reward_low=result.low, reward_high=result.high,
             success_rate=result.success_rate, valid_rollouts=result.valid, rollouts=result.episodes,
@@ -265,7 +265,7 @@ class GRPORun:
             reward_mean=mean,
             valid_rollouts=len(own),
             reward_std=(sum((x - mean) ** 2 for x in own) / len(own)) ** 0.5 if own and mean is not None else None,
-            success_rate=sum(x >= self.config.rollout.success_reward for x in own) / len(own) if own else None,
+            success_rate=sum(x >= self.pool.success_at(self.config.rollout.success_reward) for x in own) / len(own) if own else None,
             hinted_reward_mean=sum(hinted) / len(hinted) if hinted else None,
             groups=total_groups,
             zero_variance_groups=int(zero_variance),
