@@ -145,6 +145,7 @@ class TargetRunner:
             "tools": tools,
             "messages": list(self.messages),
             "max_steps": self.max_steps,
+            "reward_range": [0.0, 1.0],  # τ²'s reward, like a synthetic env's declared range
             "backend": self.backend.describe(),
             "user": getattr(self._user, "name", type(self._user).__name__),
         }

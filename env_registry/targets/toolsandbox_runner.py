@@ -95,6 +95,7 @@ class ToolSandboxRunner:
         info = {
             "seed": int(seed), "capability": self.spec.id, "target": self.spec.id, "task_id": task.id, "scenario_hash": task.version,
             "task_version": task.version, "tools": self.tools, "messages": list(self.messages), "max_steps": self.max_steps,
+            "reward_range": [0.0, 1.0],
             "backend": describe(self.command), "user": getattr(self._user, "name", "user"),
         }  # fmt: skip
         return StepResult(observation=observation, info=info)

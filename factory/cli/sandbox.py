@@ -145,11 +145,12 @@ def build_image(
 def _write_rootfs(path: Path) -> Any:
     """The tar through a temporary file renamed at the end: a stop or a full disk leaves no half tar behind."""
     import os
-    import tempfile
+    import secrets
 
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    # named before it is made: a stop at any moment, even while the file is being created, finds it to remove
+    temporary = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
+        os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         stats = sandbox_image.build_rootfs_tar(Path(temporary))
         umask = os.umask(0)
         os.umask(umask)

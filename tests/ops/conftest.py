@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, TEST_ENVS
 
-TINY = (TEST_ENVS / "tiny_cancel.py").read_text()
+TINY = (TEST_ENVS.parent / "gate" / "envs" / "tiny_checked.py").read_text()  # passes the whole gate (tiny_cancel.py has a reward hole)
 BROKEN = TINY.replace("max_steps = 6", "max_steps = 10**6")  # fails the gate's robustness check, nothing else
 UNSOLVED = TINY.replace(  # its reference solution fails every third seed: failures with counterexamples
     '        rid = scenario.user["reservation_id"]\n        turns = [sdk.call(',

@@ -108,10 +108,14 @@ def test_a_long_command_piped_says_where_it_is(tmp_path: Path) -> None:
     from tests.conftest import TEST_ENVS
 
     started = time.monotonic()
-    ran = run_factory("validate", str(TEST_ENVS / "tiny_cancel.py"), "--sandbox", "bwrap", "--set", "solvability_seeds=10",
+    from factory.validation.checks import SANDBOX_CHECKS
+
+    env = TEST_ENVS.parent / "gate" / "envs" / "tiny_checked.py"
+    ran = run_factory("validate", str(env), "--sandbox", "bwrap", "--set", "solvability_seeds=10",
                       "--set", "necessity_seeds=10", "--set", "diversity_seeds=20", "--set", "fuzz_examples=5",
                       TRACE_FACTORY_PROGRESS_SECONDS="0")  # fmt: skip
     assert ran.code == 0, ran.stderr[-1500:]
-    steps = re.findall(r"^\[\d\d:\d\d:\d\d\] validating \S+tiny_cancel.py: (\d+)/12 .*; (\w+) (pass|FAIL|skipped)$", ran.stderr, re.M)
-    assert [int(s[0]) for s in steps] == list(range(1, 13)) and steps[0][1] == "static" and steps[-1][1] == "budget"
+    total = 1 + len(SANDBOX_CHECKS)  # static, then every sandbox check
+    steps = re.findall(rf"^\[\d\d:\d\d:\d\d\] validating \S+tiny_checked.py: (\d+)/{total} .*; (\w+) (pass|FAIL|skipped)$", ran.stderr, re.M)
+    assert [int(s[0]) for s in steps] == list(range(1, total + 1)) and steps[0][1] == "static" and steps[-1][1] == "budget"
     assert time.monotonic() - started < 300
