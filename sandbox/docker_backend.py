@@ -111,6 +111,8 @@ class DockerSandbox(Sandbox):
     def _teardown(self) -> None:
         remove(self.client, self.container.id if self.container is not None else None,
                self.volume.name if self.volume is not None else None, warn=True)
+        if self._inside is not None:
+            self._inside.close()  # after the container is gone: a late kill must not reach the next namespace
         if self._finalizer is not None:
             self._finalizer.detach()
         if self._lease is not None:
