@@ -10,11 +10,14 @@ Three layers, each measured on bwrap and on Docker in alternating rounds (median
   ``Channel`` (its ``pump``, Docker's stream demultiplexing included), no host ``Worker`` code;
 * host-side demultiplexing alone: Docker's ``Demux`` on a reply already framed (what Python
   spends per reply, without waiting);
-* a worker call: ``echo`` on the shipped worker (shim + env process), the protocol as every env step uses it.
+* a worker call: ``echo`` on the shipped worker (shim + env process), the protocol as every env step uses it;
+  on Docker (as root, local daemon) it runs over the worker's FIFOs (:mod:`sandbox.docker_fifo`), not the
+  attach stream.
 
-The Docker-minus-bwrap difference of the raw round trip is what the daemon's relay costs per round trip
-(client socket -> dockerd -> containerd-shim -> the exec's pipes, and back, with Docker's 8-byte stream
-framing); the host-side row shows how little of that is Python's. Not a test.
+The Docker-minus-bwrap difference of the raw round trip (attach stream) is what the daemon's relay costs per
+round trip (client socket -> dockerd -> containerd-shim -> the exec's pipes, and back, with Docker's 8-byte
+stream framing); the host-side row shows how little of that is Python's; the worker-call row shows what is
+left once the protocol bypasses the relay. Not a test.
 """
 
 from __future__ import annotations
