@@ -262,6 +262,7 @@ def _prune(client: Any) -> list[str]:
         owner = c.labels.get(f"{LABEL}.owner")
         if owner and not leftovers.owner_alive(owner):
             removed += remove(client, c.name, c.name)
+            _remove_channels(c.name)
     live = {c.name for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)}
     try:  # FIFO directories of sandboxes whose container is gone (an hour old: never one still starting)
         stale = [d.name for d in os.scandir(channels_root()) if d.name not in live and time.time() - d.stat().st_mtime > 3600]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from _sbx import TEST_LIMITS, backend_reason
+from _sbx import backend_reason
 
 from sandbox import WorkerCrashed
 from sandbox.docker_fifo import INSIDE_CHANNELS, FifoChannel
@@ -120,9 +120,29 @@ def test_a_shim_that_never_gets_its_channel_fails_to_start(make_sandbox, monkeyp
 def test_same_results_as_over_the_attach_stream(make_sandbox) -> None:  # type: ignore[no-untyped-def]
     fifo_box = make_sandbox("docker")
     attach_box = make_sandbox("docker")
-    attach_box._channels = None  # the protocol over the attach stream, as where the host cannot make FIFOs
-    payload = {"s": "é\u202e" * 50, "n": list(range(100)), "big": "x" * 200_000}
-    fifo, attach = fifo_box.start_worker("sandbox.handlers.echo"), attach_box.start_worker("sandbox.handlers.echo")
-    assert isinstance(fifo._channel, FifoChannel) and not isinstance(attach._channel, FifoChannel)
-    assert fifo.call("echo", payload) == attach.call("echo", payload) == payload
-    assert TEST_LIMITS.wall_timeout_s > 0
+    channels, attach_box._channels = attach_box._channels, None  # the attach stream, as where no FIFOs can be made
+    try:
+        payload = {"s": "é\u202e" * 50, "n": list(range(100)), "big": "x" * 200_000}
+        fifo, attach = fifo_box.start_worker("sandbox.handlers.echo"), attach_box.start_worker("sandbox.handlers.echo")
+        assert isinstance(fifo._channel, FifoChannel) and not isinstance(attach._channel, FifoChannel)
+        assert fifo.call("echo", payload) == attach.call("echo", payload) == payload
+    finally:
+        attach_box._channels = channels  # so its close() removes the directory
+
+
+def test_a_dead_owners_fifo_directory_goes_with_its_container(make_sandbox) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from sandbox.docker_backend import prune
+    from sandbox.docker_container import channels_root
+
+    code = ("import os\nfrom sandbox import open_sandbox\nsb = open_sandbox('docker')\n"
+            "sb.start_worker('sandbox.handlers.echo')\nprint(sb.name, flush=True)\nos._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[2])
+    name = out.stdout.strip().splitlines()[-1]
+    assert (Path(channels_root()) / name).is_dir(), out.stderr  # the owner died without closing
+    prune()
+    assert not (Path(channels_root()) / name).exists()
