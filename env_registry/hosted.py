@@ -23,6 +23,12 @@ HANDLER = "trace_env.handler"
 ENV_MODULE = "trace_env_module"
 """The name every worker loads env source under: one name, so nothing in a worker tells which caller started it."""
 
+WORKER_LIMITS = SandboxLimits(cpu_seconds=6 * 3600)
+"""The sandbox limits of every env worker: the gate's lanes and fresh worker, training's pool, ``gym.make``, the
+router. One definition, so nothing an env can observe from inside (rlimits, cgroup, tmpfs sizes) tells the gate
+from training. RLIMIT_CPU is a run's, not one job's: it is cumulative per process, and a pooled worker serves
+every episode of a run; what keeps an env's calls cheap is the gate's per-call CPU and wall budget."""
+
 
 def random_hash_seed() -> int:
     """A ``PYTHONHASHSEED`` for one worker. Every worker gets its own (training's, the gate's, the
@@ -48,10 +54,11 @@ def action_to_json(action: Any) -> Any:
 class SandboxedEnv:
     """One env loaded in one sandbox worker. Use as a context manager, or call :meth:`close`.
 
-    The one constructor of every env worker, training's and the gate's: the same sandbox, the same worker
-    command, a random hash seed (``hash_seed`` fixes one only for tests) and the env loaded under the same
-    module name (``module_name`` is accepted for callers of earlier releases and not sent), so an env sees
-    nothing that tells the gate from training.
+    The one constructor of every env worker, training's and the gate's: the same sandbox with the same limits
+    (:data:`WORKER_LIMITS`; ``limits`` overrides them only for a caller that wants other limits everywhere),
+    the same worker command, a random hash seed (``hash_seed`` fixes one only for tests) and the env loaded
+    under the same module name (``module_name`` is accepted for callers of earlier releases and not sent), so
+    an env sees nothing that tells the gate from training.
     """
 
     def __init__(
@@ -67,7 +74,7 @@ class SandboxedEnv:
         self.source = source
         self.rpc_timeout_s = rpc_timeout_s
         reap_once()  # sandboxes left behind by processes that died (kill -9) before this one opens its own
-        self.sandbox: Sandbox = open_sandbox(backend, limits)
+        self.sandbox: Sandbox = open_sandbox(backend, limits or WORKER_LIMITS)
         try:
             self.hash_seed = random_hash_seed() if hash_seed is None else int(hash_seed)
             self.worker: Worker = self.sandbox.start_worker(HANDLER, hash_seed=self.hash_seed)

@@ -16,7 +16,6 @@ sandbox's pid namespace: double-forked daemons do not outlive an exec.
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import tempfile
 import threading
@@ -24,7 +23,7 @@ import time
 import uuid
 from pathlib import Path
 
-from sandbox import budget, bwrap_command, cgroups, leftovers, procfs, runtime, syscalls
+from sandbox import budget, bwrap_command, cgroups, leftovers, procfs, runtime, syscalls, uids
 from sandbox._proc import ProcessChannel, ProcessSet, run_job
 from sandbox.base import (
     Channel,
@@ -43,14 +42,6 @@ from sandbox.base import (
 from sandbox.bwrap_jobs import Job, launch
 from sandbox.bwrap_layout import LaunchPlan, Layout, can_stage
 
-# uids handed to sandboxes: far above anything a distro allocates, below the 16-bit overflow id.
-_UID_BASE, _UID_SPAN = 1_500_000, 1_000_000
-
-
-def _alloc_uid() -> int:
-    return _UID_BASE + random.randrange(_UID_SPAN)
-
-
 def _bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
@@ -67,8 +58,10 @@ class BwrapSandbox(Sandbox):
         self._work: Path | None = None
         self._procs = ProcessSet()
         self._as_root = os.geteuid() == 0
-        self.uid = _alloc_uid() if self._as_root else os.getuid()
-        self.gid = self.uid if self._as_root else os.getgid()
+        #: As root, a private uid held from open() to the end of close() (:mod:`sandbox.uids`): no other live
+        #: sandbox on this host runs as it.
+        self.uid, self.gid = os.getuid(), os.getgid()
+        self._uid_hold: uids.UidHold | None = None
         self._layout: Layout | None = None
         self._runtime: Path | None = None
         self.name = f"trace-sbx-{uuid.uuid4().hex[:12]}"
@@ -98,6 +91,12 @@ class BwrapSandbox(Sandbox):
             raise
 
     def _open(self) -> None:
+        if self._as_root:
+            try:
+                self._uid_hold = uids.allocate()
+            except RuntimeError as exc:
+                raise SandboxError(str(exc)) from None
+            self.uid = self.gid = self._uid_hold.uid
         self._runtime = runtime.host_runtime()
         try:  # as root, bwrap runs as the sandbox's own uid, which must traverse every dir down to the root dir
             parent = runtime.sandbox_parent_dir() if self._as_root else Path(tempfile.gettempdir())
@@ -162,9 +161,12 @@ class BwrapSandbox(Sandbox):
         if self._lease is not None:
             leftovers.release_resources(self._lease.data)  # cgroup, work dir mount, root dir
             self._lease.release()
+        if self._uid_hold is not None:
+            self._uid_hold.release()  # last: nothing runs as the uid any more
 
     def _kill_uid_leftovers(self) -> None:
-        """Belt and braces: no process of this sandbox's private uid may survive close()."""
+        """Belt and braces: no process of this sandbox's private uid may survive close() (the uid is held by
+        this sandbox alone, so these are its own)."""
         for pid in procfs.of_uid(self.uid):
             try:
                 os.kill(pid, 9)
@@ -241,6 +243,7 @@ class BwrapSandbox(Sandbox):
             )
         finally:
             job.reap()  # stragglers of the namespace teardown, if any
+            job.release()
             self._procs.discard(job.proc)
 
     def _spawn_worker(self, argv: list[str]) -> Channel:

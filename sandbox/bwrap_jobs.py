@@ -5,6 +5,12 @@ every process left in the job's pid namespace, so double-forked daemons do not o
 outer process reports the exit as soon as the main command ends, while the kernel may still be tearing the
 namespace down. :meth:`Job.reap` kills what is left and waits until none is, so "nothing outlives exec" holds
 the moment exec returns, not a moment later.
+
+The reaper finds a job's processes by their pid namespace, which ``/proc`` names by an inode number, and the
+kernel gives a freed namespace's number to the next namespace made anywhere on the host at once. So a job
+*pins* its namespace: it holds ``/proc/<pid 1>/ns/pid`` open from launch until :meth:`Job.release`, which
+keeps the namespace (not its processes) in existence and its number out of reuse. A sweep that outlives the
+job's processes then finds nothing; after release the job never sweeps again.
 """
 
 from __future__ import annotations
@@ -23,14 +29,19 @@ from sandbox._proc import _killpg, spawn
 
 @dataclass
 class Job:
-    """A launched bwrap process and, once bwrap has said so, its sandbox's pid 1 and pid namespace."""
+    """A launched bwrap process and, once bwrap has said so, its sandbox's pid 1 and pinned pid namespace."""
 
     proc: subprocess.Popen
     pid1: int | None = None
     pidns: str | None = None
+    #: An open ``/proc/<pid 1>/ns/pid``: while it is open, no other namespace can be named ``pidns``.
+    ns_fd: int | None = None
+    released: bool = False
 
     def reap(self, deadline_s: float = 5.0) -> None:
-        """SIGKILL every process in the job's pid namespace and wait until none is left."""
+        """SIGKILL every process in the job's pid namespace and wait until none is left (nothing once released)."""
+        if self.released:
+            return  # its namespace number may belong to another sandbox now, and bwrap's pid to anyone
         if self.pidns is None:  # bwrap never said, or pid 1 was gone before we looked: the group is all we know
             _killpg(self.proc.pid)
             return
@@ -39,13 +50,27 @@ class Job:
         ns = self.pidns
         procfs.kill_until_gone(lambda: procfs.in_namespace(ns, zombies=False), deadline_s)
 
+    def release(self) -> None:
+        """Unpin the namespace once the job is reaped: from here on :meth:`reap` does nothing."""
+        self.released = True
+        fd, self.ns_fd = self.ns_fd, None
+        if fd is not None:
+            os.close(fd)
+
     def kill(self) -> None:
-        """End a worker's job: its namespace, then bwrap itself (its group, if it does not exit)."""
+        """End a worker's job: its namespace, then bwrap itself (its group, if it does not exit); then release it."""
+        if self.released:
+            return
         self.reap()
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             _killpg(self.proc.pid)
+        self.release()
+
+    def __del__(self) -> None:
+        if self.ns_fd is not None:
+            os.close(self.ns_fd)
 
 
 def launch(
@@ -85,8 +110,29 @@ def launch(
     pid1 = info.get("child-pid")
     if isinstance(pid1, int):
         job.pid1 = pid1
-        job.pidns = procfs.pid_namespace(pid1)  # None: already gone (e.g. `true`), nothing to reap later
+        job.ns_fd, job.pidns = pin_namespace(pid1, proc.pid)  # None: already gone (e.g. `true`), nothing to reap
     return job
+
+
+def pin_namespace(pid1: int, launcher: int) -> tuple[int | None, str | None]:
+    """(an open fd on the pid namespace of ``pid1``, its name) if ``pid1`` is still the launcher's child in a
+    namespace other than ours; else (None, None). The fd is opened first and the parent checked after, so the
+    namespace held is the one of the launcher's child, never of a process that took a recycled pid."""
+    try:
+        fd = os.open(f"/proc/{pid1}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None, None
+    fields = procfs.stat_fields(pid1)
+    try:
+        mine = os.stat("/proc/self/ns/pid").st_ino
+        ours = fields is not None and len(fields) > 1 and int(fields[1]) == launcher
+        inode = os.fstat(fd).st_ino
+    except (OSError, ValueError):
+        ours, inode, mine = False, 0, 0
+    if not ours or inode == mine:
+        os.close(fd)
+        return None, None
+    return fd, f"pid:[{inode}]"
 
 
 def read_info(fd: int, timeout_s: float = 30.0) -> dict:

@@ -2,8 +2,9 @@
 
 The pieces, one job each: :mod:`sandbox.docker_container` (what the container and its volumes are, making and
 removing them, pruning what dead processes left), :mod:`sandbox.docker_exec` (execs over the raw attach
-socket: one-shot jobs and worker channels) and :mod:`sandbox.docker_procs` (killing the container's processes
-from the host). This module ties them to the :class:`~sandbox.base.Sandbox` interface. A lease
+socket: one-shot jobs and worker channels), :mod:`sandbox.docker_fifo` (a worker's protocol over two FIFOs,
+past the daemon's relay, where this host can make them) and :mod:`sandbox.docker_procs` (killing the
+container's processes from the host). This module ties them to the :class:`~sandbox.base.Sandbox` interface. A lease
 (:mod:`sandbox.leftovers`) names the container and volume, so the next process reaps them if this one is killed.
 
 After every exec, every process in the container that is not PID 1 or part of a live worker is killed, so
@@ -20,7 +21,7 @@ import uuid
 import weakref
 from typing import Any
 
-from sandbox import docker_exec, leftovers, runtime
+from sandbox import docker_exec, docker_fifo, leftovers, runtime
 from sandbox.base import (
     Channel,
     ExecResult,
@@ -78,6 +79,7 @@ class DockerSandbox(Sandbox):
         self.name = f"trace-sbx-{uuid.uuid4().hex[:12]}"
         self._lease: leftovers.Lease | None = None
         self._finalizer: weakref.finalize | None = None
+        self._channels = None  # host directory of the workers' FIFOs (None: the protocol rides the attach stream)
 
     @property
     def workdir(self) -> str:
@@ -94,9 +96,11 @@ class DockerSandbox(Sandbox):
             self._lease = leftovers.Lease(self.name, self.backend, container=self.name, volume=self.name)
             self.volume = create_work_volume(self.client, self.name, self.limits, self.hardened)
             parent, self.warning = budget_parent(self.client) if self.hardened else (None, None)
+            self._channels = docker_fifo.channels_dir(self.name)
             self.container = run_container(
                 self.client, self.image, self.name, limits=self.limits, hardened=self.hardened, env=self._env,
                 runtime_vol=rt_volume, cgroup_parent=parent,
+                channels=(str(self._channels), docker_fifo.INSIDE_CHANNELS) if self._channels else None,
             )
             # Safety net: if the owner forgets close() (or the interpreter exits), still remove it.
             self._finalizer = weakref.finalize(self, remove, self.client, self.container.id, self.name)
@@ -111,6 +115,9 @@ class DockerSandbox(Sandbox):
     def _teardown(self) -> None:
         remove(self.client, self.container.id if self.container is not None else None,
                self.volume.name if self.volume is not None else None, warn=True)
+        if self._inside is not None:
+            self._inside.close()  # after the container is gone: a late kill must not reach the next namespace
+        docker_fifo.remove_channels_dir(self._channels)
         if self._finalizer is not None:
             self._finalizer.detach()
         if self._lease is not None:
@@ -194,8 +201,17 @@ class DockerSandbox(Sandbox):
         self._check_open()
         inside = self._inside
         assert inside is not None
-        exec_id = docker_exec.create(self.client, self.container.id, argv, stdin=True, env=self._env)
-        sock, early = docker_exec.start_socket(self.client, exec_id)
+        fifos = None
+        if self._channels is not None and argv[:3] == ["python", "-m", "sandbox.shim"]:
+            fifos = docker_fifo.FifoPair(self._channels)  # the protocol past the daemon's relay
+            argv = [*argv[:4], "--fifo-dir", docker_fifo.INSIDE_CHANNELS, *argv[4:]]
+        try:
+            exec_id = docker_exec.create(self.client, self.container.id, argv, stdin=True, env=self._env)
+            sock, early = docker_exec.start_socket(self.client, exec_id)
+        except BaseException:
+            if fifos is not None:
+                fifos.close()
+            raise
         pid = docker_exec.host_pid(self.client, exec_id)
         if pid:
             inside.worker_pids.add(pid)
@@ -212,6 +228,8 @@ class DockerSandbox(Sandbox):
                     finally:
                         self._exec_lock.release()
 
+        if fifos is not None:
+            return docker_fifo.FifoChannel(self.client, exec_id, sock, early, fifos, on_kill)
         return docker_exec.DockerChannel(self.client, exec_id, sock, early, on_kill)
 
 

@@ -18,6 +18,7 @@ volume, and the reaper removes them through :func:`remove_container_and_volume`.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from typing import Any, Callable
@@ -138,9 +139,10 @@ def budget_parent(client: Any) -> tuple[str | None, str | None]:
 
 def run_container(
     client: Any, image: str, name: str, *, limits: SandboxLimits, hardened: bool, env: dict[str, str], runtime_vol: str,
-    cgroup_parent: str | None = None,
+    cgroup_parent: str | None = None, channels: tuple[str, str] | None = None,
 ) -> Any:
-    """Start the locked-down container (work volume ``name`` must exist) with PID 1 the reaper."""
+    """Start the locked-down container (work volume ``name`` must exist) with PID 1 the reaper. ``channels``:
+    (host directory, path inside) of the workers' FIFOs (:mod:`sandbox.docker_fifo`), mounted read-only."""
     lim = limits
     mb = 1024 * 1024
     Ulimit = docker_sdk().types.Ulimit
@@ -176,6 +178,7 @@ def run_container(
         volumes={
             name: {"bind": runtime.INSIDE_WORK, "mode": "rw"},
             runtime_vol: {"bind": runtime.INSIDE_RUNTIME, "mode": "ro"},
+            **({channels[0]: {"bind": channels[1], "mode": "ro"}} if channels else {}),
         },
         working_dir=runtime.INSIDE_WORK,
         environment=env,
@@ -220,8 +223,19 @@ def _retry(call: Callable[[], object], attempts: int, pause_s: float, gone: tupl
     return False, error
 
 
+def channels_root() -> str:
+    """Where the host keeps each Docker sandbox's worker FIFOs (:mod:`sandbox.docker_fifo`), one directory per name."""
+    return os.path.join(runtime.runtime_root(), "docker-channels")
+
+
+def _remove_channels(name: str | None) -> None:
+    if name and "/" not in name and name.startswith("trace-sbx-"):
+        shutil.rmtree(os.path.join(channels_root(), name), ignore_errors=True)
+
+
 def remove_container_and_volume(container: str | None, volume: str | None) -> list[str]:
     """Remove one sandbox's container and work volume by name (the reaper's Docker half)."""
+    _remove_channels(container)
     try:
         client = docker_sdk().from_env(timeout=60)
     except Exception:  # noqa: BLE001 - no daemon: nothing of ours can be running there either
@@ -244,11 +258,18 @@ def prune() -> list[str]:
 
 def _prune(client: Any) -> list[str]:
     removed = []
-    for c in client.containers.list(all=True, filters={"label": LABEL}):
+    for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         owner = c.labels.get(f"{LABEL}.owner")
         if owner and not leftovers.owner_alive(owner):
             removed += remove(client, c.name, c.name)
-    live = {c.name for c in client.containers.list(all=True, filters={"label": LABEL})}
+            _remove_channels(c.name)
+    live = {c.name for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)}
+    try:  # FIFO directories of sandboxes whose container is gone (an hour old: never one still starting)
+        stale = [d.name for d in os.scandir(channels_root()) if d.name not in live and time.time() - d.stat().st_mtime > 3600]
+    except OSError:
+        stale = []
+    for name in stale:
+        _remove_channels(name)
     for v in client.volumes.list(filters={"label": f"{LABEL}=work"}):
         owner = (v.attrs.get("Labels") or {}).get(f"{LABEL}.owner")
         if v.name not in live and owner and not leftovers.owner_alive(owner):

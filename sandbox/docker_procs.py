@@ -4,6 +4,10 @@ Killing never goes through the thread that reads a flooding exec stream (the kno
 also the one asked to kill it), nor through the daemon when it is local: the container's processes are found
 in the host's ``/proc`` (same pid namespace as its PID 1) and SIGKILLed. When the daemon is on another host,
 a small killer runs inside the container as the sandbox user instead.
+
+The container's pid namespace is pinned (an open ``/proc/<PID 1>/ns/pid``) from the first look until
+:meth:`ContainerProcesses.close`: ``/proc`` names a namespace by an inode number the kernel gives to the next
+namespace made once the old one is gone, so an unpinned name could match another sandbox's processes.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ class ContainerProcesses:
         self.container = container
         self.init_pid: int = int(container.attrs["State"]["Pid"])
         self.pidns: str | None = None
+        self._ns_fd: int | None = None
+        self.closed = False
         #: Host pids of the live workers (each is the subreaper of what it starts).
         self.worker_pids: set[int] = set()
         self.local = self._check_local()
@@ -47,23 +53,38 @@ class ContainerProcesses:
         pid = self.init_pid
         if not pid or os.geteuid() != 0:
             return False
+        try:  # the namespace is held first, the process checked after: what is held is the container's
+            fd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
         try:
             with open(f"/proc/{pid}/cgroup") as f:
                 cg = f.read()
+            inode, mine = os.fstat(fd).st_ino, os.stat("/proc/self/ns/pid").st_ino
         except OSError:
+            cg, inode, mine = "", 0, 0
+        if self.container.id not in cg or inode == mine:
+            os.close(fd)
             return False
-        if self.container.id not in cg:
-            return False
-        self.pidns = procfs.pid_namespace(pid)
-        return self.pidns is not None
+        self._ns_fd, self.pidns = fd, f"pid:[{inode}]"
+        return True
+
+    def close(self) -> None:
+        """Unpin the namespace once the container is gone: from here on nothing is killed from the host."""
+        self.closed, self.pidns = True, None
+        fd, self._ns_fd = self._ns_fd, None
+        if fd is not None:
+            os.close(fd)
 
     def _procs(self) -> dict[int, int]:
         """host pid -> host ppid for every process in the container's pid namespace."""
-        assert self.pidns is not None
-        return procfs.in_namespace(self.pidns)
+        ns = self.pidns
+        return procfs.in_namespace(ns) if ns is not None else {}  # closed meanwhile: nothing is ours
 
     def reap(self) -> None:
         """SIGKILL every container process except PID 1 and the live workers' trees."""
+        if self.closed:
+            return
         if not self.local:
             self.kill_inside()
             return
@@ -79,6 +100,8 @@ class ContainerProcesses:
         """Kill one worker's process tree (host pids). The worker is its descendants' subreaper, so
         double-forked daemons are in the tree; the tree is stopped first (no forking while we kill),
         then killed, until nothing of it is left."""
+        if self.closed:
+            return
         if not self.local:
             self.kill_inside()
             return

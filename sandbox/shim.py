@@ -18,6 +18,10 @@ stderr (which the host reads as budgeted noise, never as protocol). The shim mak
 process of the same uid cannot open ``/proc/<shim>/fd/*``, read its memory or trace it; under bwrap it is
 the sandbox's pid 1 (no other process inside holds the channel, and init ignores kill from inside).
 
+On Docker (as root, local daemon) ``--fifo-dir DIR`` moves the host channel off the attach stream, whose every
+byte dockerd and containerd-shim relay: the shim reads a FIFO name on stdin (the attach stream, which only it
+reads) and speaks the protocol over ``DIR/<name>.in`` and ``.out`` (:mod:`sandbox.docker_fifo`).
+
 If the env process dies during a call, the shim exits with its status, so the host sees what it saw before
 the split: a worker that died during the call, with its exit code and stderr.
 """
@@ -35,7 +39,7 @@ from typing import Any
 MAX_LINE = 32 * 1024 * 1024 + 64 * 1024
 #: How long a process that closed its end of the pipe gets to exit before it is killed.
 _EXIT_GRACE_S = 2.0
-USAGE = "usage: python -m sandbox.shim HANDLER_MODULE [--unchecked] [--hash-seed N]"
+USAGE = "usage: python -m sandbox.shim HANDLER_MODULE [--unchecked] [--fifo-dir DIR] [--hash-seed N]"
 
 _read, _write = os.read, os.write
 _encoder = _json.make_encoder(None, None, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
@@ -272,6 +276,19 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
+def _open_fifos(directory: str, attach_out: int) -> tuple[int, int]:
+    """The request and reply FIFOs whose name the host sent as the first line on stdin (the attach stream,
+    which only this process reads); (request fd, reply fd). The attach stdout is let go: stderr stays there."""
+    line = Lines(0, max_line=64).next() or b""
+    name = line.decode("ascii", "replace").strip()
+    if len(name) != 32 or any(c not in "0123456789abcdef" for c in name):
+        raise ValueError("the host sent no channel name")
+    reply = os.open(f"{directory}/{name}.out", os.O_WRONLY | os.O_CLOEXEC)  # the host holds it open: no wait
+    request = os.open(f"{directory}/{name}.in", os.O_RDONLY | os.O_CLOEXEC)
+    os.close(attach_out)
+    return request, reply
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) >= 2 and args[-2] == "--hash-seed" and args[-1].isdigit():
@@ -282,14 +299,25 @@ def main(argv: list[str] | None = None) -> int:
         args = args[:-2]
     checked = "--unchecked" not in args
     args = [a for a in args if a != "--unchecked"]
-    host_out = os.dup(1)  # the channel to the host: nothing else in this process may write there
+    fifo_dir = None
+    if "--fifo-dir" in args[:-1]:
+        at = args.index("--fifo-dir")
+        fifo_dir = args[at + 1]
+        del args[at:at + 2]
+    host_in, host_out = 0, os.dup(1)  # the channel to the host: nothing else in this process may write there
     os.dup2(2, 1)
     if len(args) != 1:
         _send(host_out, _error(None, "UsageError", USAGE))
         return 2
+    if fifo_dir is not None:  # Docker: the protocol runs over two FIFOs, past the daemon's relay
+        try:
+            host_in, host_out = _open_fifos(fifo_dir, host_out)
+        except (OSError, ValueError) as exc:
+            _send(host_out, _error(None, "ChannelError", f"cannot open the worker's FIFOs: {exc}"))
+            return 2
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<shim>/fd, mem or ptrace for the env process (same uid)
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans of env code re-parent here, inside the worker's tree
-    shim = Shim(args[0], checked, host_in=0, host_out=host_out)
+    shim = Shim(args[0], checked, host_in=host_in, host_out=host_out)
     try:
         failed = shim.start()
         return failed if failed is not None else shim.serve()

@@ -5,9 +5,9 @@ env per concurrent rollout, started once and reset (never restarted) for every e
 iteration. Env calls are sub-process RPCs, so a thread pool overlaps them. Everything that comes back is
 validated before the trainer uses it.
 
-Workers live for the whole run, so their limits are a run's, not one episode's: the CPU-time rlimit (a
-cumulative per-process limit; the sandbox default of 30 s is meant for one job) is sized for a long-lived
-worker, and a call's wall timeout allows for a busy machine; the gate's per-call CPU budget is what keeps
+Workers live for the whole run, so their limits are a run's, not one episode's: every env worker, the gate's
+included, gets :data:`env_registry.hosted.WORKER_LIMITS` (its CPU-time rlimit is sized for a long-lived
+worker), and a call's wall timeout allows for a busy machine; the gate's per-call CPU budget is what keeps
 an env's calls cheap. A worker that dies anyway is replaced and its episode replayed from its seed on the
 new worker (the env is deterministic - the gate checks it): the first observation must hash the same,
 then the episode's actions so far are stepped again and the failed call retried. Only an episode whose
@@ -28,9 +28,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sandbox import SandboxLimits
 from schemas.messages import Message
 from trainer.errors import TrainError
-
-POOLED_LIMITS = SandboxLimits(cpu_seconds=6 * 3600)
-"""Limits of a worker that lives for a whole run: RLIMIT_CPU counts every call it ever serves."""
 
 
 class EnvReply(BaseModel):
@@ -122,7 +119,8 @@ class EnvPool:
     sandbox: str | None = None
     make: Callable[..., Any] | None = None
     workers: int | None = None
-    limits: SandboxLimits = POOLED_LIMITS
+    limits: SandboxLimits | None = None
+    """None: every env worker's limits (the gate's too), ``env_registry.hosted.WORKER_LIMITS``."""
     rpc_timeout_s: float = 300.0
     max_replays: int = 2
     envs: list[Any] = field(default_factory=list)
@@ -165,7 +163,7 @@ class EnvPool:
         return gym.make(self.env_id, **kwargs)
 
     def _sandboxed_runner(self, spec: dict[str, Any]) -> Any:
-        """The env's sandboxed runner with a long-lived worker's limits (gym.make would open the defaults)."""
+        """The env's sandboxed runner, opened as the gate opens its workers, with this pool's RPC timeout."""
         from env_registry.execution import SANDBOX_ENV_VAR
         from env_registry.hosted import SandboxedEnv, SandboxedRunner
         from env_registry.registration import registered_root

@@ -90,7 +90,8 @@ def kill_and_check(scene: Scene, process: subprocess.Popen, seen: list[dict]) ->
         "processes": _processes(scene),
         "containers": _containers(seen),
         "cgroups": sandbox_cgroups([lease["name"] for lease in seen]),  # found by name: a lease may not list them yet
-        "dirs": sorted(p.name for p in scene.tmp.glob("trace-sbx-*")) + sorted(p.name for p in scene.tmp.glob("trace-unsafe-*")),
+        "dirs": sorted(p.name for p in scene.tmp.glob("trace-sbx-*")) + sorted(p.name for p in scene.tmp.glob("trace-unsafe-*"))
+        + sorted(p.name for p in (scene.runtime / "docker-channels").glob("trace-sbx-*")),  # Docker workers' FIFOs
         "mounts": mounts_under(scene.tmp),
     }
     assert left == {"leases": [], "processes": [], "containers": [], "cgroups": [], "dirs": [], "mounts": []}, left
