@@ -16,9 +16,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from env_registry.files import InputFileError, explain, read_text
+from schemas.files import InputFileError, explain, read_text
 from env_registry.registry import Registry, RegistryError
-from factory.errors import FactoryError
+from schemas.errors import FactoryError, validation_message
 from factory.analyze.catalogue import builtin_capabilities
 from factory.blueprints import blueprint_names, blueprint_source
 from factory.llm import LLMClient
@@ -93,9 +93,7 @@ def load_capability_report(path: Path) -> CapabilityReport:
     try:
         return CapabilityReport.model_validate_json(text)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(root)"
-        raise BuildError(f"--report {path}: not a capabilities.json from `factory analyze` ({where}: {first['msg']})") from None
+        raise BuildError(f"--report {path}: not a capabilities.json from `factory analyze` ({validation_message(exc, limit=3)})") from None
 
 
 def declared_attribute(source: str, name: str) -> str | None:
@@ -123,8 +121,7 @@ def resolve_capability(name: str, description: str | None, report: CapabilityRep
         try:
             return Capability(name=name, description=description)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            raise BuildError(f"--capability {name!r}: {first['msg']} (lower-case letters, digits and _, 2-64 characters)") from None
+            raise BuildError(f"--capability {name!r}: {validation_message(exc)} (lower-case letters, digits and _, 2-64 characters)") from None
     if report is not None:
         for finding in report.capabilities + report.candidates:
             if finding.name == name:

@@ -12,7 +12,7 @@ import os
 import threading
 from pathlib import Path
 
-from factory.errors import InputError
+from schemas.errors import InputError
 
 SCRIPTED_POLICIES = ("scripted:gold", "scripted:empty", "gold", "empty")
 LLM_PROVIDERS = ("openai", "anthropic", "vllm", "sglang", "ollama", "compat", "openai-compatible", "local")

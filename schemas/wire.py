@@ -11,6 +11,7 @@ and exist so that one reply cannot make the host do unbounded work.
 
 from __future__ import annotations
 
+from schemas.errors import validation_message
 from typing import Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
@@ -113,10 +114,7 @@ def check_reply(method: str, result: Any) -> Any:
     try:
         value = model.model_validate(wrapped)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "reply"
-        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise MalformedReply(f"the reply to {method!r} is malformed: {where}: {first['msg']}{more}") from None
+        raise MalformedReply(f"the reply to {method!r} is malformed: {validation_message(exc, limit=3)}") from None
     data = value.model_dump(exclude_unset=True)
     return data["turns"] if model is SolutionReply else data
 

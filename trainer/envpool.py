@@ -26,6 +26,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sandbox import SandboxLimits
+from schemas.errors import validation_message
 from schemas.messages import Message
 from trainer.errors import TrainError
 
@@ -99,9 +100,7 @@ def _checked(reward: float, terminated: bool, truncated: bool, info: dict[str, A
     try:
         return EnvOutcome(EnvReply.model_validate({**info, "reward": reward, "terminated": terminated, "truncated": truncated}))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return EnvOutcome(None, f"the env sent a malformed answer ({where}: {first['msg']})")
+        return EnvOutcome(None, f"the env sent a malformed answer ({validation_message(exc, limit=3)})")
 
 
 @dataclass

@@ -114,7 +114,7 @@ def build(
                     raise
                 results.append(_failed(name, target, client, sandbox, registry, exc))  # one bad capability must not stop the others
     except OSError as exc:
-        from env_registry.files import explain
+        from schemas.files import explain
 
         fail(explain(exc), code=1)
         return
@@ -153,7 +153,7 @@ def _preflight(registry_root: Path, client: "LLMClient | None", build_dir: Path 
 
 
 def _failed(name: str, target: str | None, client: "LLMClient | None", sandbox: str, registry: Path | None, exc: Exception) -> "BuildResult":
-    from env_registry.files import explain
+    from schemas.files import explain
     from env_registry.registry import Registry
     from factory.build import BuildResult
 

@@ -10,7 +10,7 @@ import typer
 
 from factory.cli.common import JsonOption, console, emit_json, errors, fail, interrupted, safe
 from factory.cli.exits import exit_code
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 
 ORDER = ("rollouts", "analyze", "build", "train", "route", "eval")
 

@@ -10,7 +10,7 @@ import typer
 
 from factory.cli.common import JsonOption, RegistryOption, check_backend, console, emit_json, errors, fail, parse_env_ref, safe
 from factory.cli.exits import exit_code, mark_reported
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="train.toml (see trainer/config.py for every key).")]
 

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from env_registry import conversation
 from env_registry.targets.runner import AGENT_STOP
 from env_registry.targets.tasks import Task
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 
 Action = str | dict[str, Any]
 Act = Callable[[list[dict[str, Any]]], Action]
