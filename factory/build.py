@@ -8,7 +8,6 @@ provenance.
 from __future__ import annotations
 
 import ast
-import json
 import os
 import time
 from datetime import datetime, timezone
@@ -21,7 +20,7 @@ from env_registry.registry import Registry, RegistryError
 from schemas.errors import FactoryError, validation_message
 from factory.analyze.catalogue import builtin_capabilities
 from factory.blueprints import blueprint_names, blueprint_source
-from factory.llm import LLMClient
+from llm_clients import LLMClient
 from factory.synthesis.loop import AttemptCallback, AttemptRecord, synthesize
 from factory.validation.gate import ProgressCallback, validate_source
 from sandbox import SandboxLimits
@@ -71,29 +70,6 @@ def default_build_root() -> Path:
         return Path.home() / ".cache" / "trace-factory" / "builds"
     except (RuntimeError, KeyError):
         raise BuildError(f"no home folder to keep build attempts in: set ${BUILD_ROOT_ENV_VAR} or pass --build-dir") from None
-
-
-def load_capability_report(path: Path) -> CapabilityReport:
-    """Read ``capabilities.json``; a bad file (missing, a folder, binary, another schema) is a one-line :class:`BuildError`."""
-    expected = "the capabilities.json written by `factory analyze`"
-    try:
-        text = read_text(path, f"--report {path}", expected)
-    except InputFileError as exc:
-        raise BuildError(str(exc)) from None
-    supported = CapabilityReport.model_fields["schema_version"].default
-    try:
-        declared = json.loads(text).get("schema_version", supported)
-    except (ValueError, AttributeError, RecursionError):
-        declared = supported  # not a JSON object: the validation below says what is wrong
-    if declared != supported:
-        raise BuildError(
-            f"--report {path}: schema_version {declared!r} is not supported (allowed: {supported}); "
-            f"write it again with this version's `factory analyze`"
-        )
-    try:
-        return CapabilityReport.model_validate_json(text)
-    except ValidationError as exc:
-        raise BuildError(f"--report {path}: not a capabilities.json from `factory analyze` ({validation_message(exc, limit=3)})") from None
 
 
 def declared_attribute(source: str, name: str) -> str | None:

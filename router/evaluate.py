@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from factory.analyze.stats import LACKING_CODE, LabelMatrix
+from schemas.label_matrix import LACKING_CODE, LabelMatrix
 from router.decide import Router
 from router.errors import RouterError
 from router.schema import NO_ADAPTER, RouterConfig

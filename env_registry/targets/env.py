@@ -28,7 +28,7 @@ def make_judge(spec: Any) -> Any:
     """None (NL assertions reported as not judged), an LLM spec string, or a callable judge."""
     if spec is None or callable(spec):
         return spec
-    from factory.llm import make_client, parse_llm_spec
+    from llm_clients import make_client, parse_llm_spec
 
     from env_registry.targets.judge import NLJudge
 

@@ -152,7 +152,7 @@ def _run(config: "EvalConfig", fresh: bool, as_json: bool) -> "EvalReport":
 
     from env_registry.targets.errors import TargetError
     from factory.evaluate.runner import run_eval
-    from factory.llm import LLMConfigError
+    from llm_clients import LLMConfigError
     from sandbox import SandboxError
 
     from factory.cli.progress import progress_display

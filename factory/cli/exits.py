@@ -98,7 +98,7 @@ def _input_error_types() -> tuple[type[BaseException], ...]:
     from env_registry.registry import RegistryError
     from factory.analyze.errors import AnalyzeInputError
     from factory.cli.paths import PathProblem
-    from factory.llm.errors import LLMConfigError
+    from llm_clients.errors import LLMConfigError
 
     found: list[type[BaseException]] = [InputError, InputFileError, RegistryError, AnalyzeInputError, PathProblem,
                                         LLMConfigError, ValidationError]

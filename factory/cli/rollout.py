@@ -16,7 +16,7 @@ from factory.cli.common import JsonOption, console, emit_json, errors, fail, int
 from factory.cli.paths import PathProblem, preflight_folder
 from factory.cli.progress import default_columns, progress_display
 from schemas.errors import FactoryError, Interrupted, validation_message
-from factory.llm import LLMConfigError
+from llm_clients import LLMConfigError
 
 if TYPE_CHECKING:  # the engine imports env_registry, which must not load for `factory --help`
     from factory.rollout.summary import RolloutSummary

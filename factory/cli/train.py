@@ -240,8 +240,8 @@ def _report(results: list[dict[str, Any]], as_json: bool) -> None:
 
 
 def _collect(env_ids: list[str], settings: Any, base_url: str, path: Path, as_json: bool) -> None:
-    from factory.llm import LLMConfigError, make_client, parse_llm_spec
-    from factory.llm.reachability import unreachable
+    from llm_clients import LLMConfigError, make_client, parse_llm_spec
+    from llm_clients.reachability import unreachable
     from trainer.endpoint import collect_with_endpoint
     from trainer.envpool import EnvPool
 

@@ -123,9 +123,9 @@ def _preflight(report_path: Path | None, junit: Path | None, many: bool) -> None
 def _calibration_policy(calibrate_llm: str | None, base_url: str | None) -> Any:
     if not calibrate_llm:
         return None
-    from factory.llm import LLMConfigError, make_client, parse_llm_spec
-    from factory.llm.reachability import unreachable
-    from factory.validation.calibration import llm_policy
+    from llm_clients import LLMConfigError, make_client, parse_llm_spec
+    from llm_clients.reachability import unreachable
+    from env_registry.policy import llm_policy
 
     try:
         spec = parse_llm_spec(calibrate_llm, base_url=base_url)

@@ -45,7 +45,7 @@ class RolloutsStage(Stage):
 
     def run(self, ctx: StageContext) -> Handoff:
         from factory.rollout.engine import Rollout, RolloutConfig
-        from factory.rollout.policies import load_policy
+        from factory.rollout.load import load_policy
 
         c, r = ctx.config, ctx.config.rollouts
         spec = r.policy or f"hf:{ctx.model()}"

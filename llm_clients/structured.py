@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from factory.llm.base import LLMClient
-from factory.llm.errors import LLMError
-from factory.llm.types import LLMResponse
+from llm_clients.base import LLMClient
+from llm_clients.errors import LLMError
+from llm_clients.types import LLMResponse
 from schemas.errors import validation_message
 
 T = TypeVar("T", bound=BaseModel)
