@@ -6,7 +6,7 @@ host-side check of one step's reply, before and after it was made once at the wa
 Prints the medians and the ratio of each sandboxed step to the in-process step (a ratio, not a timing
 threshold: absolute numbers depend on the machine). The second table replays the reference episodes' step
 replies through the host's checks: "before" is the old path (the wall checked ``info`` as an untyped dict,
-then the trainer validated every message again), "after" the current one (``schemas.wire.check_reply``
+then the trainer validated the messages itself), "after" the current one (``schemas.wire.check_reply``
 checks ``info`` once, ``trainer.envpool`` reuses it); "wall only" is what callers other than the trainer pay
 (the gate, rollouts through Gymnasium). Each reply is timed every way, alternately.
 """
