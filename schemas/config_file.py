@@ -8,6 +8,7 @@ line naming the file or the ``--set`` item, the key, the problem and the value g
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -78,7 +79,9 @@ def apply_overrides(data: dict[str, Any], items: Iterable[str], model: type[Base
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or key not in known:
-            raise error(f"{flag} {item!r}: expected KEY=VALUE with KEY one of: {', '.join(known)}")
+            close = difflib.get_close_matches(key, known, n=1) if sep else []
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise error(f"{flag} {item!r}: {hint}expected KEY=VALUE with KEY one of: {', '.join(known)}")
         put(data, key, parse_value(raw.strip()), error)
         given[key] = item
     return given
@@ -102,6 +105,11 @@ def load_settings(model: type[M], data: Mapping[str, Any] | None = None, overrid
 
 
 def settings_message(exc: ValidationError, model: type[BaseModel], given: Mapping[str, str], source: str, flag: str = "--set") -> str:
-    """The renderer's line, each problem said where its value came from: ``--set KEY`` for a value an override
-    set, ``source`` (``--config FILE``) for the rest."""
-    return validation_message(exc, model, origin=lambda loc: f"{flag} " if ".".join(map(str, loc)) in given else f"{source}: ")
+    """The renderer's line, each problem said where its value came from: the ``--set KEY=VALUE`` item as given
+    for a value an override set, ``source: KEY`` (``--config FILE: grpo.lr``) for the rest."""
+
+    def where(loc: tuple[Any, ...]) -> str:
+        key = ".".join(map(str, loc))
+        return f"{flag} {given[key]}" if key in given else f"{source}: {key or '(top level)'}"
+
+    return validation_message(exc, model, where=where)

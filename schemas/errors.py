@@ -91,7 +91,9 @@ def error_lines(exc: ValidationError, model: type[BaseModel] | None = None,
             known = _fields_at(model, loc)
             close = difflib.get_close_matches(str(loc[-1]), known, n=1) if loc else []
             message = "unknown key" + (f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})" if known else "")
-        shown = "" if kind in ("missing", "extra_forbidden") or str(error.get("input")) in message else f" (got {_shown(error.get('input'))})"
+        given = error.get("input")
+        said = kind in ("missing", "extra_forbidden") or message.startswith(str(given)) or (isinstance(given, str) and repr(given) in message)  # said already
+        shown = "" if said else f" (got {_shown(given)})"
         lines.append(f"{(where or _where)(loc) or '(top level)'}: {message}{shown}")
     return lines
 
