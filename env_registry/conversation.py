@@ -8,7 +8,7 @@ A conversation is OpenAI-format messages plus tool schemas. Two kinds of reader 
   (SmolLM2's, for one) gets the tool list and the call syntax appended to the system message; a template
   that does not render assistant tool calls gets each call inlined as a ``<tool_call>`` block and each
   tool result as a ``<tool_response>`` user turn. What a template supports is probed once (:func:`probe`).
-* a **text-only chat API** (``factory.llm`` clients exchange text): the same Hermes text, as a system
+* a **text-only chat API** (``llm_clients`` clients exchange text): the same Hermes text, as a system
   string plus a dialogue whose same-role neighbours are joined (some APIs require alternating roles).
 
 ``compact=True`` writes each tool as one signature line (name, parameters with their types, the first
@@ -46,7 +46,7 @@ class TemplateSupport:
 
 
 TEXT_ONLY = TemplateSupport(tools=False, calls=False)
-"""A reader that sees only text (an API through ``factory.llm``, or a template that renders neither)."""
+"""A reader that sees only text (an API through ``llm_clients``, or a template that renders neither)."""
 
 _PROBE_TOOL = {"type": "function", "function": {"name": "probe_tool_x", "description": "", "parameters": {"type": "object", "properties": {}}}}
 _PROBE_CALL = {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "probe_call_y", "arguments": {}}}]}

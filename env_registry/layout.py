@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from env_registry import files
+from schemas import files
 from env_registry.errors import RegistryError
 
 VERSION_DIR = re.compile(r"^v(\d{1,9})$")

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from filelock import FileLock, Timeout
 
-from env_registry import files
+from schemas import files
 from env_registry.errors import BrokenEntryError, IntegrityError, RegistryError, broken
 from env_registry.layout import SCRATCH_PREFIXES, holds_entry, root_items, version_items
 from env_registry.snapshot import StoredEnv, VersionReader, content_hash, source_sha256

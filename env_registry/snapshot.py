@@ -20,8 +20,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from env_registry import files
+from schemas import files
 from env_registry.errors import IntegrityError, RegistryError, broken
+from schemas.errors import validation_message
 from schemas.manifest import EnvManifest
 
 SWAP_WAIT_S = 5.0
@@ -174,8 +175,6 @@ class VersionReader:
         try:
             return EnvManifest.model_validate_json(files.decode_utf8(raw, path))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(root)"
-            raise broken(self.root, capability, version, f"{path}: corrupt manifest ({where}: {first['msg']})") from None
+            raise broken(self.root, capability, version, f"{path}: corrupt manifest ({validation_message(exc, limit=3)})") from None
         except ValueError as exc:
             raise broken(self.root, capability, version, str(exc)) from None

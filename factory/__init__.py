@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 
 if TYPE_CHECKING:  # pragma: no cover
     from factory.analyze.pipeline import AnalysisResult, AnalyzeConfig

@@ -8,7 +8,6 @@ provenance.
 from __future__ import annotations
 
 import ast
-import json
 import os
 import time
 from datetime import datetime, timezone
@@ -16,12 +15,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from env_registry.files import InputFileError, explain, read_text
+from schemas.files import InputFileError, explain, read_text
 from env_registry.registry import Registry, RegistryError
-from factory.errors import FactoryError
+from schemas.errors import FactoryError, validation_message
 from factory.analyze.catalogue import builtin_capabilities
 from factory.blueprints import blueprint_names, blueprint_source
-from factory.llm import LLMClient
+from llm_clients import LLMClient
 from factory.synthesis.loop import AttemptCallback, AttemptRecord, synthesize
 from factory.validation.gate import ProgressCallback, validate_source
 from sandbox import SandboxLimits
@@ -73,31 +72,6 @@ def default_build_root() -> Path:
         raise BuildError(f"no home folder to keep build attempts in: set ${BUILD_ROOT_ENV_VAR} or pass --build-dir") from None
 
 
-def load_capability_report(path: Path) -> CapabilityReport:
-    """Read ``capabilities.json``; a bad file (missing, a folder, binary, another schema) is a one-line :class:`BuildError`."""
-    expected = "the capabilities.json written by `factory analyze`"
-    try:
-        text = read_text(path, f"--report {path}", expected)
-    except InputFileError as exc:
-        raise BuildError(str(exc)) from None
-    supported = CapabilityReport.model_fields["schema_version"].default
-    try:
-        declared = json.loads(text).get("schema_version", supported)
-    except (ValueError, AttributeError, RecursionError):
-        declared = supported  # not a JSON object: the validation below says what is wrong
-    if declared != supported:
-        raise BuildError(
-            f"--report {path}: schema_version {declared!r} is not supported (allowed: {supported}); "
-            f"write it again with this version's `factory analyze`"
-        )
-    try:
-        return CapabilityReport.model_validate_json(text)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(root)"
-        raise BuildError(f"--report {path}: not a capabilities.json from `factory analyze` ({where}: {first['msg']})") from None
-
-
 def declared_attribute(source: str, name: str) -> str | None:
     """A ``name = "..."`` string assignment in an env module (the class's ``target``, ``capability``), read from
     its syntax tree without executing it; None when absent, computed, or the source does not parse."""
@@ -123,8 +97,7 @@ def resolve_capability(name: str, description: str | None, report: CapabilityRep
         try:
             return Capability(name=name, description=description)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            raise BuildError(f"--capability {name!r}: {first['msg']} (lower-case letters, digits and _, 2-64 characters)") from None
+            raise BuildError(f"--capability {name!r}: {validation_message(exc)} (lower-case letters, digits and _, 2-64 characters)") from None
     if report is not None:
         for finding in report.capabilities + report.candidates:
             if finding.name == name:

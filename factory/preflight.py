@@ -12,7 +12,7 @@ import os
 import threading
 from pathlib import Path
 
-from factory.errors import InputError
+from schemas.errors import InputError
 
 SCRIPTED_POLICIES = ("scripted:gold", "scripted:empty", "gold", "empty")
 LLM_PROVIDERS = ("openai", "anthropic", "vllm", "sglang", "ollama", "compat", "openai-compatible", "local")
@@ -69,7 +69,7 @@ def _looks_like_path(name: str) -> bool:
 def _hub_unreachable(endpoint: str) -> str | None:
     """Why the hub cannot be reached, within ``HUB_TIMEOUT_S`` even when name resolution hangs (it has no
     timeout of its own): the check runs in a daemon thread that is given up on."""
-    from factory.llm.reachability import unreachable
+    from llm_clients.reachability import unreachable
 
     answer: list[str | None] = []
     worker = threading.Thread(target=lambda: answer.append(unreachable(endpoint, HUB_TIMEOUT_S)), daemon=True)

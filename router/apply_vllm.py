@@ -64,7 +64,7 @@ def served_model(decision: RouteDecision, base_model: str, served_names: Mapping
 
 
 def routed_spec(spec: Any, decision: RouteDecision, served_names: Mapping[str, str] | None = None) -> Any:
-    """A ``factory.llm.spec.LLMSpec`` whose model is the routed one (same provider and base URL), so any
+    """A ``llm_clients.spec.LLMSpec`` whose model is the routed one (same provider and base URL), so any
     ``factory`` LLM client can run the routed agent."""
     return spec.model_copy(update={"model": served_model(decision, spec.model, served_names)})
 

@@ -17,6 +17,7 @@ from env_registry.registry import StoredEnv
 from router.errors import DemoError
 from router.schema import DemoTrajectory
 from sandbox import SandboxError, SandboxLimits
+from schemas.errors import validation_message
 from schemas.messages import FunctionCall, Message, ToolCall
 from schemas.validation import ValidationConfig
 
@@ -103,9 +104,7 @@ def reference_demo(
                 try:
                     episode = _Episode.model_validate(raw)
                 except ValidationError as exc:
-                    first = exc.errors()[0]
-                    where = ".".join(str(p) for p in first["loc"]) or "(root)"
-                    problems.append(f"seed {seed}: malformed episode ({where}: {first['msg']})")
+                    problems.append(f"seed {seed}: malformed episode ({validation_message(exc, limit=3)})")
                     continue
                 best = episode.reward if best is None else max(best, episode.reward)
                 if episode.env_errors:

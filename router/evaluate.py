@@ -21,11 +21,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from factory.analyze.stats import LACKING_CODE, LabelMatrix
+from schemas.label_matrix import LACKING_CODE, LabelMatrix
 from router.decide import Router
 from router.errors import RouterError
 from router.schema import NO_ADAPTER, RouterConfig
 from schemas.capability import TrajectoryLabel
+from schemas.errors import validation_message
 from schemas.jsonl import jsonl_lines
 from schemas.trajectory import Trajectory
 
@@ -95,7 +96,7 @@ def read_labels(path: Path) -> tuple[Path, list[list[TrajectoryLabel]]]:
             run = int(record.pop("run", 0)) if isinstance(record, dict) else 0
             label = TrajectoryLabel.model_validate(record)
         except (ValueError, TypeError, ValidationError) as exc:
-            detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            detail = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
             raise RouterError(f"--eval {path}: line {number} is not a label from `factory analyze` ({detail[:200]})") from None
         runs.setdefault(run, []).append(label)
     if not runs:

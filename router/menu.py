@@ -21,6 +21,7 @@ from router.errors import RouterError
 from router.schema import MenuOption, RoutingMenu
 from sandbox import SandboxLimits
 from schemas.capability import CapabilityReport
+from schemas.errors import validation_message
 
 MenuProgress = Callable[[str, int, int], None]
 """Called with (capability, done, total) as each demo is ready."""
@@ -141,6 +142,4 @@ def load_menu(path: Path) -> RoutingMenu:
     except (OSError, UnicodeDecodeError) as exc:
         raise RouterError(f"menu {path}: cannot read it ({exc})") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(root)"
-        raise RouterError(f"menu {path}: not a routing menu ({where}: {first['msg']}); rebuild it with --save-menu") from None
+        raise RouterError(f"menu {path}: not a routing menu ({validation_message(exc)}); rebuild it with --save-menu") from None

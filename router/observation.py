@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from router.errors import RouterError
+from schemas.errors import validation_message
 from schemas.messages import Message
 from schemas.trajectory import Trajectory
 
@@ -25,9 +26,7 @@ def as_messages(observation: Observation) -> list[Message]:
     try:
         return [m if isinstance(m, Message) else Message.model_validate(m) for m in observation]
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(root)"
-        raise RouterError(f"the task's messages are not chat messages ({where}: {first['msg']})") from None
+        raise RouterError(f"the task's messages are not chat messages ({validation_message(exc)})") from None
 
 
 def first_observation(observation: Observation, include_system: bool = False) -> list[Message]:

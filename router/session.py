@@ -62,12 +62,9 @@ def resolve_adapters(spec: RouterSpec) -> dict[str, Path]:
 def _report(spec: RouterSpec) -> Any:
     if spec.capabilities_report is None:
         return None
-    from factory.build import BuildError, load_capability_report
+    from schemas.capability import load_capability_report
 
-    try:
-        return load_capability_report(Path(spec.capabilities_report))
-    except BuildError as exc:
-        raise RouterError(str(exc).replace("--report", "--capabilities", 1)) from None
+    return load_capability_report(Path(spec.capabilities_report), "--capabilities", RouterError)
 
 
 def prepare_menu(spec: RouterSpec, adapters: dict[str, Path], progress: MenuProgress | None = None) -> RoutingMenu:

@@ -72,44 +72,16 @@ class ExecResult(BaseModel):
 # errors
 
 
-class SandboxError(RuntimeError):
-    """A sandbox could not do what was asked (setup failed, bad path, closed sandbox...)."""
-
-
-class SandboxUnavailable(SandboxError):
-    """The requested backend cannot run on this machine; the message says how to fix it."""
-
-
-class WorkerFailure(SandboxError):
-    """A persistent worker did not answer a call normally: the root of the three cases below."""
-
-
-class WorkerError(WorkerFailure):
-    """The remote method raised. Carries the remote exception's type name, message and traceback."""
-
-    def __init__(self, type: str, message: str, traceback: str | None = None):
-        super().__init__(f"{type}: {message}")
-        self.type = type
-        self.message = message
-        self.traceback = traceback
-
-
-class WorkerTimeout(WorkerFailure):
-    """A call did not answer in time. The worker was killed and is dead until restart()."""
-
-
-class WorkerBadReply(WorkerFailure):
-    """A worker answered, but with something malformed (wrong shape, non-finite reward...). It stays usable."""
-
-
-class WorkerCrashed(WorkerFailure):
-    """The worker process died (or broke the protocol). ``stderr_tail`` holds its last stderr."""
-
-    def __init__(self, message: str, stderr_tail: str = "", exit_code: int | None = None):
-        full = message if not stderr_tail else f"{message}\n--- worker stderr (tail) ---\n{stderr_tail}"
-        super().__init__(full)
-        self.stderr_tail = stderr_tail
-        self.exit_code = exit_code
+from sandbox.errors import (  # noqa: E402  (the errors' own home; every backend imports them from here)
+    SandboxError,
+    SandboxUnavailable,
+    WorkerBadReply,
+    WorkerCrashed,
+    WorkerError,
+    WorkerFailure,
+    WorkerTimeout,
+    decode,
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -135,10 +107,6 @@ def check_argv(argv: object) -> list[str]:
 
 def as_bytes(data: bytes | str) -> bytes:
     return data.encode("utf-8") if isinstance(data, str) else bytes(data)
-
-
-def decode(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
 
 
 class OutputCapture:
@@ -345,4 +313,4 @@ def default_cap(limits: SandboxLimits, cap: int | None) -> int:
 
 
 # The host side of the worker protocol lives in sandbox.client; re-exported here for the backends.
-from sandbox.client import Channel, Worker  # noqa: E402  (needs the errors above)
+from sandbox.client import Channel, Worker  # noqa: E402

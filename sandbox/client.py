@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Callable, Union
 
-from sandbox.base import WorkerCrashed, WorkerError, WorkerTimeout, decode
+from sandbox.errors import WorkerCrashed, WorkerError, WorkerTimeout, decode
 from sandbox.replies import MAX_MESSAGE_BYTES, BadReply, LineSplitter, parse_message, printable
 
 _STDERR_TAIL_BYTES = 16 * 1024

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import enum
+import json
+from pathlib import Path
 from datetime import datetime, timezone
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from schemas.errors import InputError, validation_message
+from schemas.files import InputFileError, read_text
 from schemas.names import CAPABILITY_PATTERN
 
 
@@ -147,3 +151,27 @@ class CapabilityReport(BaseModel):
     failures_covered: int = Field(default=0, description="failures where at least one selected capability is LACKING")
     llm_usage: dict[str, float | int | None] | None = None
     notes: list[str] = Field(default_factory=list)
+
+
+def load_capability_report(path: str | Path, flag: str = "--report", error: type[Exception] = InputError) -> CapabilityReport:
+    """Read ``capabilities.json`` (``factory build --report``, ``factory route --capabilities``, the pipeline's
+    route stage); a bad file (missing, a folder, binary, another schema) raises ``error`` with one line naming ``flag``."""
+    expected = "the capabilities.json written by `factory analyze`"
+    try:
+        text = read_text(path, f"{flag} {path}", expected)
+    except InputFileError as exc:
+        raise error(str(exc)) from None
+    supported = CapabilityReport.model_fields["schema_version"].default
+    try:
+        declared = json.loads(text).get("schema_version", supported)
+    except (ValueError, AttributeError, RecursionError):
+        declared = supported  # not a JSON object: the validation below says what is wrong
+    if declared != supported:
+        raise error(
+            f"{flag} {path}: schema_version {declared!r} is not supported (allowed: {supported}); "
+            f"write it again with this version's `factory analyze`"
+        )
+    try:
+        return CapabilityReport.model_validate_json(text)
+    except ValidationError as exc:
+        raise error(f"{flag} {path}: not a capabilities.json from `factory analyze` ({validation_message(exc, limit=3)})") from None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from schemas.errors import validation_message
 from schemas.target import TargetProfile, ToolMeta
 from schemas.tools import ToolSchema
 from trace_env.targets import builtin_target_ids, profile_text
@@ -48,9 +49,7 @@ def profile_from_tools_file(
         try:
             tools.append(ToolSchema.model_validate(item))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"{path}: tool #{index} is not an OpenAI tool schema: {where}: {first['msg']}") from None
+            raise ValueError(f"{path}: tool #{index} is not an OpenAI tool schema: {validation_message(exc)}") from None
     meta = {tool.name: ToolMeta() for tool in tools}
     return TargetProfile(
         id=target_id or Path(path).stem.lower().replace(".", "-"),

@@ -11,14 +11,26 @@ and exist so that one reply cannot make the host do unbounded work.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
+
+from schemas.errors import validation_message
+from schemas.messages import Message
 
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Name = Annotated[StrictStr, Field(max_length=256)]
 Text = Annotated[StrictStr, Field(max_length=4_000_000)]
 MAX_ITEMS = 10_000
+
+
+def _message(value: dict[str, Any]) -> dict[str, Any]:
+    return Message.model_validate(value).model_dump(exclude_none=True)
+
+
+WireMessage = Annotated[dict[str, Any], AfterValidator(_message)]
+"""An OpenAI-format message (``schemas.messages.Message``), kept as the plain dict chat templates read."""
 
 
 class _Reply(BaseModel):
@@ -71,6 +83,42 @@ class EpisodeReply(_Reply):
     env_errors: list[EnvErrorItem] = Field(max_length=MAX_ITEMS)
 
 
+class StepInfo(_Reply):
+    """The part of a ``reset``/``step`` reply's ``info`` the host relies on (the trainer above all): messages in
+    the OpenAI format, checked here once per step and reused (``CheckedInfo.checked``), never checked again.
+    Other keys pass through unchecked, as before."""
+
+    messages: list[WireMessage] = Field(default_factory=list, max_length=MAX_ITEMS)
+    new_messages: list[WireMessage] = Field(default_factory=list, max_length=MAX_ITEMS)
+    assistant_message: Optional[WireMessage] = None
+    tools: list[dict[str, Any]] = Field(default_factory=list, max_length=1000)
+    reward_components: dict[str, float] = Field(default_factory=dict)
+    ended_by: Optional[str] = None
+    scenario_hash: Optional[str] = None
+    max_steps: Optional[int] = None
+    capability: Optional[str] = None
+    target: Optional[str] = None
+    reward_range: Optional[tuple[float, float]] = None
+
+    @field_validator("reward_range")
+    @classmethod
+    def _range(cls, value: Optional[tuple[float, float]]) -> Optional[tuple[float, float]]:
+        if value is not None and not (math.isfinite(value[0]) and math.isfinite(value[1]) and value[0] < value[1]):
+            raise ValueError("reward_range must be two finite numbers, lowest first")
+        return value
+
+
+class CheckedInfo(dict):  # type: ignore[type-arg]
+    """A step's ``info`` as the env sent it (a plain dict to every Gymnasium caller), carrying ``checked``: its
+    :class:`StepInfo`, validated at the wall. The trainer reuses ``checked`` instead of validating again."""
+
+    __slots__ = ("checked",)
+
+    def __init__(self, data: dict[str, Any], checked: StepInfo) -> None:
+        super().__init__(data)
+        self.checked = checked
+
+
 class StepReply(_Reply):
     """``reset`` and ``step``: the fields of :class:`trace_env.engine.StepResult`."""
 
@@ -78,7 +126,7 @@ class StepReply(_Reply):
     reward: FiniteFloat
     terminated: StrictBool
     truncated: StrictBool
-    info: dict[str, Any]
+    info: StepInfo
 
 
 class SolutionReply(BaseModel):
@@ -113,10 +161,11 @@ def check_reply(method: str, result: Any) -> Any:
     try:
         value = model.model_validate(wrapped)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "reply"
-        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise MalformedReply(f"the reply to {method!r} is malformed: {where}: {first['msg']}{more}") from None
+        raise MalformedReply(f"the reply to {method!r} is malformed: {validation_message(exc, limit=3)}") from None
+    if isinstance(value, StepReply):  # the info as sent, with its checked part for the trainer
+        data = value.model_dump(exclude_unset=True, exclude={"info"})
+        data["info"] = CheckedInfo(wrapped["info"], value.info)
+        return data
     data = value.model_dump(exclude_unset=True)
     return data["turns"] if model is SolutionReply else data
 

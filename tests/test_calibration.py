@@ -11,9 +11,10 @@ import pytest
 
 from trace_env.loader import load_env
 from env_registry.hosted import SandboxedEnv
-from factory.llm import make_client, parse_llm_spec
+from llm_clients import make_client, parse_llm_spec
 from factory.testing.llm_server import RecordedRequest, ScriptedLLMServer
-from factory.validation.calibration import CalibrationConfig, PolicyContext, llm_policy, run_calibration
+from env_registry.policy import PolicyContext, llm_policy
+from factory.validation.calibration import CalibrationConfig, run_calibration
 from factory.validation.gate import validate_source
 from sandbox import available_backends
 from schemas.validation import ValidationConfig

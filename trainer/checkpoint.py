@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from factory.errors import InputError
+from schemas.errors import InputError
 from trainer.errors import TrainError
 
 _NAME = re.compile(r"^iter-(\d{6})$")

@@ -17,13 +17,12 @@ and overridden on the command line with dotted keys: ``--set grpo.lr=2e-5 --set 
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from factory.config_file import read_toml
+from schemas.config_file import load_settings, read_toml
 from trainer.errors import TrainError
 
 
@@ -155,36 +154,6 @@ class TrainConfig(_Section):
         return self
 
 
-def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    node = data
-    parts = key.split(".")
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise TrainError(f"--set {key}: {part!r} is a value, not a section")
-        node = child
-    node[parts[-1]] = value
-
-
-def _parse_value(text: str) -> Any:
-    """TOML literal when it parses (numbers, booleans, lists, quoted strings), the raw text otherwise."""
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def _known_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
-    keys = []
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            keys.extend(_known_keys(annotation, f"{prefix}{name}."))
-        else:
-            keys.append(prefix + name)
-    return keys
-
-
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, **values: Any) -> TrainConfig:
     """The run's config: TOML file, then ``KEY=VALUE`` overrides (dotted keys), then keyword values.
 
@@ -193,20 +162,5 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     data: dict[str, Any] = {}
     if path is not None:
         data = read_toml(path, TrainError)
-    known = _known_keys(TrainConfig)
-    for item in overrides or []:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or key not in known:
-            raise TrainError(f"--set {item!r}: expected KEY=VALUE with KEY one of: {', '.join(known)}")
-        _set_dotted(data, key, _parse_value(raw.strip()))
-    for key, value in values.items():
-        if value is not None:
-            _set_dotted(data, key, value)
-    try:
-        return TrainConfig.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(root)"
-        source = f"--config {path}" if path is not None else "config"
-        raise TrainError(f"{source}: {where}: {first['msg']}") from None
+    source = f"--config {path}" if path is not None else "config"
+    return load_settings(TrainConfig, data, overrides or [], values=values, source=source, error=TrainError)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from factory.llm import LLMClient, LLMError
-from factory.validation.calibration import PolicyContext, llm_policy
+from llm_clients import LLMClient, LLMError
+from env_registry.policy import PolicyContext, llm_policy
 from schemas.trajectory import Trajectory
 from trainer.config import RolloutSettings
 from trainer.envpool import EnvPool

@@ -23,56 +23,27 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from sandbox import SandboxLimits
-from schemas.messages import Message
+from sandbox import SandboxLimits, WorkerBadReply
+from schemas.errors import validation_message
+from schemas.wire import CheckedInfo, StepInfo
 from trainer.errors import TrainError
 
 
-class EnvReply(BaseModel):
-    """The part of an env's reset/step answer the trainer relies on, checked (the sandbox is untrusted)."""
+@dataclass(frozen=True)
+class EnvReply:
+    """An env's reset/step answer as the trainer reads it: the step's reward and flags, and its ``info`` as the
+    wall's :class:`StepInfo` (checked once, on the host, as the reply crossed the wall). ``reply.messages``,
+    ``reply.tools``, ``reply.scenario_hash``... read the checked info."""
 
-    model_config = ConfigDict(extra="ignore")
-
+    info: StepInfo
     reward: float = 0.0
     terminated: bool = False
     truncated: bool = False
-    messages: list[dict[str, Any]] = Field(default_factory=list)
-    new_messages: list[dict[str, Any]] = Field(default_factory=list)
-    assistant_message: dict[str, Any] | None = None
-    tools: list[dict[str, Any]] = Field(default_factory=list)
-    reward_components: dict[str, float] = Field(default_factory=dict)
-    ended_by: str | None = None
-    scenario_hash: str | None = None
-    max_steps: int | None = None
-    capability: str | None = None
-    target: str | None = None
-    reward_range: tuple[float, float] | None = None
 
-    @field_validator("reward_range")
-    @classmethod
-    def _range(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
-        if value is not None and not (math.isfinite(value[0]) and math.isfinite(value[1]) and value[0] < value[1]):
-            raise ValueError("reward_range must be two finite numbers, lowest first")
-        return value
-
-    @field_validator("reward")
-    @classmethod
-    def _finite(cls, value: float) -> float:
-        if not math.isfinite(value):
-            raise ValueError("reward is not a finite number")
-        return value
-
-    @field_validator("messages", "new_messages")
-    @classmethod
-    def _messages(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [Message.model_validate(m).model_dump(exclude_none=True) for m in value]
-
-    @field_validator("assistant_message")
-    @classmethod
-    def _assistant(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else Message.model_validate(value).model_dump(exclude_none=True)
+    def __getattr__(self, name: str) -> Any:  # only for names not above: the info's fields
+        return getattr(self.info, name)
 
 
 class ReplayMismatch(Exception):
@@ -93,12 +64,21 @@ class EnvOutcome:
 
 
 def _checked(reward: float, terminated: bool, truncated: bool, info: dict[str, Any]) -> EnvOutcome:
+    """The answer as an :class:`EnvReply`. A sandboxed env's ``info`` was checked at the wall (a
+    :class:`CheckedInfo`): its checked part is reused as it is; any other ``info`` is validated here."""
+    checked = info.checked if isinstance(info, CheckedInfo) else None
+    if checked is None:
+        try:
+            checked = StepInfo.model_validate(info)
+        except ValidationError as exc:
+            return EnvOutcome(None, f"the env sent a malformed answer ({validation_message(exc, limit=3)})")
     try:
-        return EnvOutcome(EnvReply.model_validate({**info, "reward": reward, "terminated": terminated, "truncated": truncated}))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return EnvOutcome(None, f"the env sent a malformed answer ({where}: {first['msg']})")
+        value = float(reward)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value):
+        return EnvOutcome(None, f"the env sent a malformed answer (reward: not a finite number (got {reward!r}))")
+    return EnvOutcome(EnvReply(checked, value, bool(terminated), bool(truncated)))
 
 
 @dataclass
@@ -258,6 +238,8 @@ class EnvPool:
                 return attempt()
             except ReplayMismatch as exc:
                 return EnvOutcome(None, str(exc))
+            except WorkerBadReply as exc:  # a malformed answer, refused at the wall: the worker stays usable
+                return EnvOutcome(None, f"the env sent a malformed answer ({' '.join(str(exc).split())[:500]})")
             except Exception as exc:  # sandbox died, timed out, or the env raised: this episode only
                 failures.append(_describe(exc))
                 self.crashes.append(failures[-1])
@@ -304,8 +286,11 @@ class EnvPool:
 
     def _note_range(self, value: Any) -> None:
         """Keep a declared range that passes the reply check (a malformed one leaves the last known)."""
+        if isinstance(value, tuple):  # from a checked reply: validated already
+            self.reward_range = value
+            return
         try:
-            checked = EnvReply.model_validate({"reward_range": value}).reward_range
+            checked = StepInfo.model_validate({"reward_range": value}).reward_range
         except ValidationError:
             return
         if checked is not None:

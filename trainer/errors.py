@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 
 
 class TrainError(FactoryError):

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from factory.errors import Interrupted
+from schemas.errors import Interrupted
 
 COST_RATIO = 10.0
 """With ``save_every`` unset: checkpoint once the time since the last one is at least this many times its cost."""

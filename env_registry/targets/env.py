@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from schemas.errors import validation_message
 from typing import Any
 
 import gymnasium as gym
@@ -27,7 +28,7 @@ def make_judge(spec: Any) -> Any:
     """None (NL assertions reported as not judged), an LLM spec string, or a callable judge."""
     if spec is None or callable(spec):
         return spec
-    from factory.llm import make_client, parse_llm_spec
+    from llm_clients import make_client, parse_llm_spec
 
     from env_registry.targets.judge import NLJudge
 
@@ -44,7 +45,7 @@ def with_server_contract(spec: TargetSpec, **contract: Any) -> TargetSpec:
     try:
         server = MCPServerSpec.model_validate({**spec.server.model_dump(), **updates})
     except ValidationError as exc:
-        raise TargetConfigError(f"MCP server options: {exc.errors()[0]['msg']}") from None
+        raise TargetConfigError(f"MCP server options: {validation_message(exc)}") from None
     return spec.model_copy(update={"server": server})
 
 

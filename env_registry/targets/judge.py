@@ -1,4 +1,4 @@
-"""The LLM judge of τ² natural-language assertions (retail's ``NL_ASSERTION`` basis), through factory.llm.
+"""The LLM judge of τ² natural-language assertions (retail's ``NL_ASSERTION`` basis), through llm_clients.
 
 It sees what τ²'s judge sees - the conversation as ``role: content`` lines - and answers one verdict per
 assertion as JSON; malformed replies are re-asked (``complete_structured``). A judge that still fails
@@ -54,7 +54,7 @@ class NLJudge:
         return self.client.describe()
 
     def __call__(self, messages: list[dict[str, Any]], assertions: list[str]) -> dict[str, Any]:
-        from factory.llm import LLMError, complete_structured
+        from llm_clients import LLMError, complete_structured
 
         def same_count(value: Verdicts) -> None:
             if len(value.results) != len(assertions):

@@ -12,6 +12,7 @@ import hashlib
 import json
 import textwrap
 from pathlib import Path
+from schemas.errors import validation_message
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
@@ -140,10 +141,8 @@ def parse_tasks(raw: Any, source: str) -> list[Task]:
         try:
             task = Task.model_validate(item)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(task)"
             name = item.get("id", f"#{index}") if isinstance(item, dict) else f"#{index}"
-            raise TargetConfigError(f"{source}: task {name}: {where}: {first['msg']}") from None
+            raise TargetConfigError(f"{source}: task {name}: {validation_message(exc)}") from None
         if task.id in seen:
             raise TargetConfigError(f"{source}: task id {task.id!r} appears twice; task ids must be unique")
         seen.add(task.id)

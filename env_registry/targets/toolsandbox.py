@@ -127,14 +127,22 @@ class SandboxWorker:
                 self.process.wait(timeout=5)
 
 
+ACTIVE_RUNNER = threading.local()
+"""``.runner``: the ToolSandbox runner whose episode this thread is running (set by ``toolsandbox_runner``; kept
+here, below it, so a task can find its runner without this module importing the runner's)."""
+
+
+def active_runner() -> Any:
+    """The runner whose episode this thread is running (policies ask it for the reference agent's turn)."""
+    return getattr(ACTIVE_RUNNER, "runner", None)
+
+
 class ToolSandboxTask(Task):
     """A ToolSandbox scenario as a task. ``reference_turn()`` asks the episode running it on this thread for
     the reference agent's next turn (``scripted:gold``): ToolSandbox defines milestones, not a fixed script,
     so the reference is worked out against the live state, in the worker."""
 
     def reference_turn(self) -> Any:
-        from env_registry.targets.toolsandbox_runner import active_runner
-
         runner = active_runner()
         if runner is None or runner.task is None or runner.task.id != self.id:
             raise TargetConfigError(f"scenario {self.id}: the reference agent needs its episode running on this thread")

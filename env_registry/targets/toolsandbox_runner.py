@@ -12,7 +12,6 @@ minefield similarity, turn count and the milestone mapping.
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 from trace_env.actions import parse_action
@@ -22,18 +21,12 @@ from env_registry.targets.catalog import TargetSpec
 from env_registry.targets.errors import TargetInfraError
 from env_registry.targets.runner import TargetRunner
 from env_registry.targets.tasks import Task
-from env_registry.targets.toolsandbox import SandboxWorker, describe, runnable_tasks
+from env_registry.targets.toolsandbox import ACTIVE_RUNNER as _ACTIVE, SandboxWorker, describe, runnable_tasks
 from env_registry.targets.toolsandbox_users import SandboxUser, sandbox_user_factory
 from env_registry.targets.users import UserSimulatorError
 
 AGENT_STOP = "###STOP###"
 PERFECT = 1.0 - 1e-9
-_ACTIVE = threading.local()
-
-
-def active_runner() -> "ToolSandboxRunner | None":
-    """The runner whose episode this thread is running (policies ask it for the reference agent's turn)."""
-    return getattr(_ACTIVE, "runner", None)
 
 
 class ToolSandboxRunner:

@@ -4,7 +4,7 @@ deterministic scripted user when none is configured.
 A ToolSandbox user replies to the agent's message or ends the conversation with its ``end_conversation``
 tool. The LLM user reads exactly what ToolSandbox's simulator reads (the scenario's user instructions, its
 few-shot turns, the dialogue, and the ``end_conversation`` schema, all from the worker) through any
-``factory.llm`` client; the tool is offered in the Hermes text protocol, as to LLM policies. The scripted
+``llm_clients`` client; the tool is offered in the Hermes text protocol, as to LLM policies. The scripted
 user answers a question of the agent with its task (at most twice) and otherwise ends the conversation.
 """
 
@@ -63,7 +63,7 @@ class ScriptedSandboxUser(SandboxUser):
 
 
 class LLMSandboxUser(SandboxUser):
-    """ToolSandbox's user simulator (its prompt, few-shot turns and end tool) played by a ``factory.llm`` client."""
+    """ToolSandbox's user simulator (its prompt, few-shot turns and end tool) played by a ``llm_clients`` client."""
 
     name = "llm"
 
@@ -73,7 +73,7 @@ class LLMSandboxUser(SandboxUser):
         self.max_tokens = max_tokens
 
     def move(self, agent_text: str, view: Callable[[], dict[str, Any]]) -> UserMove:
-        from factory.llm import LLMError
+        from llm_clients import LLMError
 
         seen = view()
         system, dialogue = user_prompt(seen.get("messages") or [], seen.get("tools") or [])
@@ -116,7 +116,7 @@ def sandbox_user_factory(spec: Any = "scripted", *, temperature: float | None = 
     text = str(spec or "scripted").strip()
     if text == "scripted":
         return lambda task: ScriptedSandboxUser(str(task.user_scenario.instructions))
-    from factory.llm import LLMConfigError, make_client, parse_llm_spec
+    from llm_clients import LLMConfigError, make_client, parse_llm_spec
 
     try:
         client = make_client(parse_llm_spec(text.removeprefix("llm:")), cache=False)

@@ -94,7 +94,7 @@ class ScriptedTaskUser(SimulatedUser):
 
 
 class LLMUser(SimulatedUser):
-    """A customer played by an LLM (any ``factory.llm`` client) from the task's user scenario."""
+    """A customer played by an LLM (any ``llm_clients`` client) from the task's user scenario."""
 
     name = "llm"
 
@@ -105,7 +105,7 @@ class LLMUser(SimulatedUser):
         self.max_tokens = max_tokens
 
     def _ask(self, dialogue: list[dict[str, str]]) -> str:
-        from factory.llm import LLMError
+        from llm_clients import LLMError
 
         try:
             response = self.client.complete(dialogue, system=self.system, max_tokens=self.max_tokens, temperature=self.temperature)
@@ -144,14 +144,14 @@ def flip_roles(conversation: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 
 def user_factory(spec: Any = "scripted", *, temperature: float | None = 0.0) -> Any:
-    """``"scripted"``, any LLM spec ``factory.llm`` understands (``openai:gpt-4.1``, ``vllm:MODEL``), or a
+    """``"scripted"``, any LLM spec ``llm_clients`` understands (``openai:gpt-4.1``, ``vllm:MODEL``), or a
     callable ``(task, seed) -> SimulatedUser``. LLM users are built uncached, so trials stay independent."""
     if callable(spec):
         return spec
     text = str(spec or "scripted").strip()
     if text == "scripted":
         return lambda task, seed: ScriptedTaskUser(task)
-    from factory.llm import LLMConfigError, make_client, parse_llm_spec
+    from llm_clients import LLMConfigError, make_client, parse_llm_spec
 
     try:
         client = make_client(parse_llm_spec(text.removeprefix("llm:")), cache=False)

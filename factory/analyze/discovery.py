@@ -13,8 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from factory.analyze.render import render_trajectory
-from factory.llm.base import LLMClient
-from factory.llm.structured import complete_structured
+from llm_clients.base import LLMClient
+from llm_clients.structured import complete_structured
 from schemas.capability import Capability
 from schemas.trajectory import Trajectory
 

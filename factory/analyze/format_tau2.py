@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from factory.analyze.errors import TrajectoryFormatError
 from factory.analyze.tasks import spec_from_tau2
 from factory.analyze.world import policy_now
+from schemas.errors import validation_message
 from schemas.messages import FunctionCall, Message, ToolCall
 from schemas.trajectory import Trajectory
 
@@ -180,8 +181,7 @@ def _simulation(path: Path, record: str, raw: Any, specs: dict[str, dict[str, An
     try:
         sim = _Simulation.model_validate(raw)
     except ValidationError as exc:
-        where, msg = first_error(exc)
-        raise TrajectoryFormatError(path, msg, record=label, field=where) from None
+        raise TrajectoryFormatError(path, validation_message(exc), record=label) from None
     if sim.messages is None:
         problem = "full-duplex run without messages is not supported" if sim.ticks else "missing"
         raise TrajectoryFormatError(path, problem, record=label, field="messages")
@@ -217,15 +217,3 @@ def _simulation(path: Path, record: str, raw: Any, specs: dict[str, dict[str, An
         metadata=metadata,
     )
 
-
-def _loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(root)"
-
-
-def first_error(exc: ValidationError) -> tuple[str, str]:
-    """(field path such as ``messages[2].role``, message) of the first validation error."""
-    error = exc.errors()[0]
-    return _loc(tuple(error["loc"])), error["msg"]

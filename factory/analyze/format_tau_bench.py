@@ -20,8 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from factory.analyze.errors import TrajectoryFormatError
-from factory.analyze.format_tau2 import checked_reward, first_error, is_success
+from factory.analyze.format_tau2 import checked_reward, is_success
 from factory.analyze.tasks import spec_from_tau_bench
+from schemas.errors import validation_message
 from schemas.messages import FunctionCall, Message, ToolCall
 from schemas.trajectory import Trajectory
 
@@ -163,8 +164,7 @@ def _records(path: Path, data: list[Any], skipped: list[str]) -> list[Trajectory
         try:
             run = _Run.model_validate(raw)
         except ValidationError as exc:
-            where, msg = first_error(exc)
-            raise TrajectoryFormatError(path, msg, record=record, field=where) from None
+            raise TrajectoryFormatError(path, validation_message(exc), record=record) from None
         reward = checked_reward(path, record, "reward", run.reward)
         task_raw = run.info.get("task") if isinstance(run.info.get("task"), dict) else None
         messages = _messages(run)

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from factory.analyze import format_tau2, format_tau_bench
 from factory.analyze.errors import TrajectoryFormatError
-from factory.analyze.format_tau2 import first_error
+from schemas.errors import validation_message
 from schemas.jsonl import jsonl_lines
 from schemas.trajectory import Trajectory
 
@@ -72,8 +72,7 @@ def _ours(path: Path, items: list[tuple[str, Any]]) -> list[Trajectory]:
         try:
             trajectory = Trajectory.model_validate(raw)
         except ValidationError as exc:
-            where, msg = first_error(exc)
-            raise TrajectoryFormatError(path, msg, record=label, field=where) from None
+            raise TrajectoryFormatError(path, validation_message(exc), record=label) from None
         metadata = {**trajectory.metadata, "source_file": str(path), "record": record}
         out.append(trajectory.model_copy(update={"metadata": metadata}))
     return out

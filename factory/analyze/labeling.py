@@ -17,8 +17,8 @@ from typing import Literal, Protocol
 from pydantic import BaseModel
 
 from factory.analyze.render import render_trajectory
-from factory.llm.base import LLMClient
-from factory.llm.structured import MalformedReplyError, complete_structured
+from llm_clients.base import LLMClient
+from llm_clients.structured import MalformedReplyError, complete_structured
 from schemas.capability import Capability, CapabilityLabel, TrajectoryLabel
 from schemas.trajectory import Trajectory
 

@@ -19,9 +19,10 @@ from factory.analyze.errors import AnalyzeInputError
 from factory.analyze.labeling import LLMLabeler, label_runs_llm, label_runs_offline
 from factory.analyze.offline import OfflineLabeler
 from factory.analyze.revisions import Resolution, resolve
-from factory.analyze.stats import LabelMatrix, capability_statistics, example_failures, failures_covered, overlap
+from schemas.label_matrix import LabelMatrix
+from factory.analyze.stats import capability_statistics, example_failures, failures_covered, overlap
 from factory.analyze.tasks import TaskIndex, trajectory_domain
-from factory.llm.base import LLMClient
+from llm_clients.base import LLMClient
 from schemas.capability import Capability, CapabilityFinding, CapabilityReport, TrajectoryLabel
 from schemas.trajectory import Trajectory
 

@@ -21,7 +21,7 @@ from factory.analyze.tasks import TaskIndex, load_tasks
 from factory.cli.common import emit_json, fail, interrupted, safe
 from factory.cli.paths import PathProblem, preflight_folder
 from factory.cli.progress import progress_display
-from factory.llm.errors import LLMConfigError, LLMError
+from llm_clients.errors import LLMConfigError, LLMError
 
 WIDE = 110
 """At this console width and above the summary keeps each interval on its figure's line; below, it stacks."""
@@ -203,7 +203,7 @@ def _run(trajectories: list[Path], o: dict, err: Console) -> tuple[AnalysisResul
     config = _config(o, use_llm)
     client = None
     if use_llm:
-        from factory.llm.spec import make_client, parse_llm_spec
+        from llm_clients.spec import make_client, parse_llm_spec
 
         client = make_client(parse_llm_spec(spec_text, base_url=o["llm_base_url"]), cache=not o["no_cache"])
     elif config.catalogue == "off":

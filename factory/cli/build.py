@@ -30,7 +30,7 @@ from factory.cli.summary import key_value_table, summary_table
 
 if TYPE_CHECKING:
     from factory.build import BuildResult
-    from factory.llm import LLMClient
+    from llm_clients import LLMClient
     from schemas.capability import CapabilityReport
     from schemas.validation import ValidationConfig
 
@@ -71,8 +71,9 @@ def build(
     factory build -c precondition_verification --llm vllm:Qwen/Qwen3-32B --llm-base-url http://127.0.0.1:8000/v1
     """
     from env_registry.registry import Registry, RegistryError
-    from factory.build import BuildError, load_capability_report
-    from factory.llm import LLMConfigError
+    from factory.build import BuildError
+    from schemas.capability import load_capability_report
+    from llm_clients import LLMConfigError
     from sandbox import SandboxError
 
     from schemas.names import capability_problem
@@ -86,7 +87,7 @@ def build(
         if clash:
             fail(f"--from-file registers your own module; it cannot be combined with {', '.join(clash)}")
     try:
-        analysis = load_capability_report(report) if report is not None else None
+        analysis = load_capability_report(report, "--report", BuildError) if report is not None else None
         if from_file is not None:
             names = [capability or from_file.stem]  # the label until the gate reads what the module declares
         elif build_all:
@@ -114,7 +115,7 @@ def build(
                     raise
                 results.append(_failed(name, target, client, sandbox, registry, exc))  # one bad capability must not stop the others
     except OSError as exc:
-        from env_registry.files import explain
+        from schemas.files import explain
 
         fail(explain(exc), code=1)
         return
@@ -153,7 +154,7 @@ def _preflight(registry_root: Path, client: "LLMClient | None", build_dir: Path 
 
 
 def _failed(name: str, target: str | None, client: "LLMClient | None", sandbox: str, registry: Path | None, exc: Exception) -> "BuildResult":
-    from env_registry.files import explain
+    from schemas.files import explain
     from env_registry.registry import Registry
     from factory.build import BuildResult
 
@@ -168,8 +169,8 @@ def _llm_client(spec_text: str | None, base_url: str | None, timeout_s: float) -
     """The configured generator, or None (blueprint mode). An unreachable server is caught here, not mid-build."""
     import os
 
-    from factory.llm import make_client, parse_llm_spec
-    from factory.llm.reachability import unreachable
+    from llm_clients import make_client, parse_llm_spec
+    from llm_clients.reachability import unreachable
 
     if not (spec_text or os.environ.get("TRACE_LLM")):
         if base_url:

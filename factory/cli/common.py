@@ -20,6 +20,9 @@ from rich.markup import escape
 from rich.text import Text
 
 from sandbox import BACKENDS
+from schemas.config_file import load_settings
+from schemas.errors import FactoryError, InputError, validation_message
+from schemas.files import explain
 from schemas.validation import ValidationConfig
 
 console = Console()
@@ -148,12 +151,8 @@ def last_resort(exc: BaseException) -> int:
     if os.environ.get(DEBUG_ENV_VAR) == "1":
         raise exc
     if isinstance(exc, OSError):
-        from env_registry.files import explain
-
         errors.print(f"[bold red]error:[/] {safe(explain(exc))}", highlight=False, soft_wrap=True)
         return 1
-    from factory.errors import FactoryError
-
     code = exit_code(exc)
     if isinstance(exc, FactoryError) or code == 2:
         errors.print(f"[bold red]error:[/] {safe(one_line(exc))}", highlight=False, soft_wrap=True)
@@ -167,11 +166,9 @@ def last_resort(exc: BaseException) -> int:
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception's message on one line (pydantic's first error only)."""
+    """An exception's message on one line (a pydantic error: every problem, with its location and input)."""
     if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "input"
-        return f"{where}: {str(first['msg']).removeprefix('Value error, ')}"
+        return validation_message(exc)
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
@@ -196,43 +193,12 @@ SetOption = Annotated[
 ]
 
 
-def allowed_range(model: type[BaseModel], field: str) -> str | None:
-    """A field's bounds in words (``0 <= value <= 1``), read from its pydantic constraints; None when unbounded."""
-    info = model.model_fields[field]
-    low = high = None
-    for item in info.metadata:
-        for attribute, side, symbol in (("ge", "low", "<="), ("gt", "low", "<"), ("le", "high", "<="), ("lt", "high", "<")):
-            bound = getattr(item, attribute, None)
-            if bound is not None:
-                if side == "low":
-                    low = f"{bound} {symbol} "
-                else:
-                    high = f" {symbol} {bound}"
-    if low is None and high is None:
-        return None
-    kind = getattr(info.annotation, "__name__", "value")
-    return f"{low or ''}{kind if kind in ('int', 'float') else 'value'}{high or ''}"
-
-
 def gate_config(overrides: list[str] | None) -> ValidationConfig:
-    values: dict[str, str] = {}
-    for item in overrides or []:
-        key, sep, value = item.partition("=")
-        if not sep or key not in ValidationConfig.model_fields:
-            known = ", ".join(ValidationConfig.model_fields)
-            fail(f"--set {item!r}: expected KEY=VALUE with KEY one of: {known}")
-        values[key] = value
+    """The gate's thresholds with ``--set KEY=VALUE`` overrides (the one ``--set`` parser), or a one-line exit 2."""
     try:
-        return ValidationConfig.model_validate(values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = str(first["loc"][0]) if first["loc"] else "?"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        bounds = allowed_range(ValidationConfig, key) if key in ValidationConfig.model_fields else None
-        if bounds and "allowed" not in message:  # the model's own message may already state the range
-            message += f" (allowed: {bounds})"
-        fail(f"--set {key}={values.get(key, '')}: {message}")
-        raise
+        return load_settings(ValidationConfig, None, overrides or [])
+    except InputError as exc:
+        fail(str(exc))
 
 
 def check_backend(name: str) -> None:

@@ -153,7 +153,7 @@ def envs_remove(
 
     factory envs remove trace/datetime_reasoning-v2 --json
     """
-    from env_registry.files import explain
+    from schemas.files import explain
     from env_registry.registry import RegistryError
 
     capability, version = parse_env_ref(capability, version)

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from factory.cli.common import JsonOption, RegistryOption, SandboxOption, check_backend, console, emit_json, errors, fail, interrupted, safe
 from factory.cli.summary import summary_table
-from factory.errors import FactoryError
+from schemas.errors import FactoryError, validation_message
 
 if TYPE_CHECKING:
     from factory.evaluate.schema import EvalConfig, EvalReport
@@ -90,9 +90,7 @@ def eval_command(
     try:
         config = _config(locals(), wanted)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"] if not isinstance(p, int)) or "options"
-        fail(f"{where}: {first['msg'].removeprefix('Value error, ')}")
+        fail(validation_message(exc))
     except FactoryError as exc:
         fail(" ".join(str(exc).split()))
     _preflight(config)
@@ -154,7 +152,7 @@ def _run(config: "EvalConfig", fresh: bool, as_json: bool) -> "EvalReport":
 
     from env_registry.targets.errors import TargetError
     from factory.evaluate.runner import run_eval
-    from factory.llm import LLMConfigError
+    from llm_clients import LLMConfigError
     from sandbox import SandboxError
 
     from factory.cli.progress import progress_display

@@ -10,7 +10,7 @@
 An interrupted command keeps what it finished and says how to resume. ``factory sandbox exec`` is the one
 exception: it exits with the sandboxed command's own code, as ``docker run`` does.
 
-SIGTERM is turned into :class:`factory.errors.Interrupted` (a ``KeyboardInterrupt``) for the whole process,
+SIGTERM is turned into :class:`schemas.errors.Interrupted` (a ``KeyboardInterrupt``) for the whole process,
 so every command's Ctrl-C path (keep what finished, say how to resume) serves a batch system's stop too, and
 the exit code still says which signal it was.
 """
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from factory.errors import FactoryError, InputError, Interrupted, interrupt_exit_code
+from schemas.errors import FactoryError, InputError, Interrupted, interrupt_exit_code
 
 OK, FAILED, BAD_INPUT = 0, 1, 2
 INTERRUPTED, TERMINATED = 128 + int(signal.SIGINT), 128 + int(signal.SIGTERM)
@@ -94,11 +94,11 @@ def _input_error_types() -> tuple[type[BaseException], ...]:
     """Error types that always mean bad input, wherever they come from (imported lazily: heavy packages)."""
     from pydantic import ValidationError
 
-    from env_registry.files import InputFileError
+    from schemas.files import InputFileError
     from env_registry.registry import RegistryError
     from factory.analyze.errors import AnalyzeInputError
     from factory.cli.paths import PathProblem
-    from factory.llm.errors import LLMConfigError
+    from llm_clients.errors import LLMConfigError
 
     found: list[type[BaseException]] = [InputError, InputFileError, RegistryError, AnalyzeInputError, PathProblem,
                                         LLMConfigError, ValidationError]

@@ -3,7 +3,7 @@
 A build that runs the 9-second gate and then finds its registry read-only has wasted the user's time and,
 worse, lost the verdict. So commands call :func:`preflight_folder` / :func:`preflight_file` on everything they
 will write before they start, and write results with :func:`write_atomic` (a failed write never leaves half a
-file). User files are read with :func:`env_registry.files.read_text`.
+file). User files are read with :func:`schemas.files.read_text`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from schemas import files
 
 MIN_FREE_BYTES = 1 << 20
 """Less free space than this on a path a command writes to fails the preflight: nothing it writes fits."""
@@ -31,8 +33,6 @@ def _nearest_existing(path: Path) -> Path:
 def _probe_writable(path: Path, folder: Path, what: str, fix: str) -> None:
     """Create and delete a file in ``folder`` (``path`` or its nearest existing parent): the one test that sees
     permissions, read-only mounts and quotas alike; then check the free space."""
-    from env_registry import files  # here, not at import: importing env_registry lists the registry
-
     where = f"{what} {path}" if folder == path else f"{what} {path} ({folder} is the nearest existing folder)"
     try:
         fd, name = tempfile.mkstemp(prefix=".trace-factory-probe-", dir=folder)

@@ -15,8 +15,8 @@ from rich.table import Table
 from factory.cli.common import JsonOption, console, emit_json, errors, fail, interrupted, safe
 from factory.cli.paths import PathProblem, preflight_folder
 from factory.cli.progress import default_columns, progress_display
-from factory.errors import FactoryError, Interrupted
-from factory.llm import LLMConfigError
+from schemas.errors import FactoryError, Interrupted, validation_message
+from llm_clients import LLMConfigError
 
 if TYPE_CHECKING:  # the engine imports env_registry, which must not load for `factory --help`
     from factory.rollout.summary import RolloutSummary
@@ -132,8 +132,7 @@ def rollout(
             reset=reset, reset_tool=reset_tool, state_tool=state_tool, allow_shared_state=allow_shared_state,
         )  # fmt: skip
     except ValidationError as exc:
-        first = exc.errors()[0]
-        fail(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}")
+        fail(validation_message(exc, RolloutConfig, where=lambda loc: f"--{str(loc[0]).replace('_', '-')}" if loc else ""))
     try:
         check_names(config)  # policy, user, judge: named wrongly, said so now, not as a missing API key later
         preflight_folder(out, "output folder", "pass another --out")

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from factory.cli.common import JsonOption, RegistryOption, SandboxOption, check_backend, console, emit_json, errors, fail, interrupted, safe
 from factory.cli.exits import exit_code
-from factory.errors import FactoryError
+from schemas.errors import FactoryError, validation_message
 from sandbox import SandboxError
 
 
@@ -85,7 +85,7 @@ def route(
     except KeyboardInterrupt as exc:
         interrupted("; run the command again (routing keeps no partial results)", exc)
     except OSError as exc:  # a full disk or a folder gone since the preflight: the run failed; earlier outputs stay whole
-        from env_registry.files import explain
+        from schemas.files import explain
 
         fail(f"the results were not written: {explain(exc)}", 1)
     except Exception as exc:  # noqa: BLE001 - the CLI promises one line, never a traceback
@@ -127,8 +127,7 @@ def _run(args: dict[str, Any]) -> None:
     try:
         spec = _spec(args)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        fail(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
+        fail(validation_message(exc))
     work = _load_tasks(args) if args["evaluate"] is None else None
     labeled = _load_labeled(args) if args["evaluate"] is not None else None  # bad input fails before the model loads
     if args["menu"] is not None and not Path(args["menu"]).is_file():

@@ -10,7 +10,7 @@ import typer
 
 from factory.cli.common import JsonOption, console, emit_json, errors, fail, interrupted, safe
 from factory.cli.exits import exit_code
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 
 ORDER = ("rollouts", "analyze", "build", "train", "route", "eval")
 
@@ -131,7 +131,7 @@ def _run(settings: Any, config_file: str, until: str | None, forced: list[str], 
     from factory.cli.progress import progress_display
 
     from env_registry.targets.errors import TargetError
-    from factory.llm import LLMConfigError
+    from llm_clients import LLMConfigError
     from factory.pipeline.report import write_report
     from factory.pipeline.runner import Hooks, run_pipeline
     from factory.pipeline.stages import STAGES

@@ -10,7 +10,7 @@ import typer
 
 from factory.cli.common import JsonOption, RegistryOption, check_backend, console, emit_json, errors, fail, parse_env_ref, safe
 from factory.cli.exits import exit_code, mark_reported
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="train.toml (see trainer/config.py for every key).")]
 
@@ -240,8 +240,8 @@ def _report(results: list[dict[str, Any]], as_json: bool) -> None:
 
 
 def _collect(env_ids: list[str], settings: Any, base_url: str, path: Path, as_json: bool) -> None:
-    from factory.llm import LLMConfigError, make_client, parse_llm_spec
-    from factory.llm.reachability import unreachable
+    from llm_clients import LLMConfigError, make_client, parse_llm_spec
+    from llm_clients.reachability import unreachable
     from trainer.endpoint import collect_with_endpoint
     from trainer.envpool import EnvPool
 

@@ -123,9 +123,9 @@ def _preflight(report_path: Path | None, junit: Path | None, many: bool) -> None
 def _calibration_policy(calibrate_llm: str | None, base_url: str | None) -> Any:
     if not calibrate_llm:
         return None
-    from factory.llm import LLMConfigError, make_client, parse_llm_spec
-    from factory.llm.reachability import unreachable
-    from factory.validation.calibration import llm_policy
+    from llm_clients import LLMConfigError, make_client, parse_llm_spec
+    from llm_clients.reachability import unreachable
+    from env_registry.policy import llm_policy
 
     try:
         spec = parse_llm_spec(calibrate_llm, base_url=base_url)
@@ -138,7 +138,7 @@ def _calibration_policy(calibrate_llm: str | None, base_url: str | None) -> Any:
 
 def _source(reference: str | Path, registry: Path | None) -> tuple[str, str | None]:
     """(source, None), or ("", the one line that says why it cannot be read)."""
-    from env_registry.files import InputFileError, read_text
+    from schemas.files import InputFileError, read_text
     from env_registry.registry import Registry, RegistryError
     from factory.build import MAX_ENV_FILE_BYTES
 
@@ -222,7 +222,7 @@ def _report_names(outcomes: list[EnvOutcome]) -> list[str]:
 
 
 def _write(outcomes: list[EnvOutcome], report_path: Path | None, junit: Path | None, many: bool) -> None:
-    from env_registry.files import explain
+    from schemas.files import explain
 
     try:
         if report_path is not None:

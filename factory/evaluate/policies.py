@@ -76,8 +76,8 @@ class ServedModel:
         return served_model(choice, self.base_name)
 
     def policy(self, choice: Choice, spec: str | None = None) -> Policy:
-        from factory.llm import make_client
-        from factory.llm.spec import LLMSpec
+        from llm_clients import make_client
+        from llm_clients.spec import LLMSpec
         from factory.rollout.policies import LLMPolicy
 
         name = self.served_name(choice)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 from router.schema import RouterConfig
 
 ARM_BASE = "base"

@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from factory.config_file import read_toml
-from factory.errors import InputError
+from schemas.config_file import read_toml
+from schemas.errors import InputError, validation_message
 from factory.evaluate.schema import ALL_ARMS, Arms, EngineSettings, EpisodeSettings, EvalTarget
 from router.schema import RouterConfig
 from schemas.names import CAPABILITY_PATTERN
@@ -84,9 +84,12 @@ class BuildSection(_Strict):
     @field_validator("gate")
     @classmethod
     def _gate(cls, value: dict[str, Any]) -> dict[str, Any]:
-        unknown = [k for k in value if k not in ValidationConfig.model_fields]
+        known = list(ValidationConfig.model_fields)
+        unknown = [k for k in value if k not in known]
         if unknown:
-            raise ValueError(f"unknown gate key {unknown[0]!r}{_suggest(unknown[0], list(ValidationConfig.model_fields))}")
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
+            raise ValueError(f"unknown gate key {unknown[0]!r}{hint}")
         ValidationConfig.model_validate(value)
         return value
 
@@ -149,7 +152,7 @@ class PipelineConfig(_Strict):
             try:
                 config_type.model_validate({**value, "model": "m"})
             except ValidationError as exc:
-                raise ValueError(explain(exc, "", config_type).removeprefix(": ")) from None
+                raise ValueError(explain(exc, "", config_type)) from None
         return value
 
     @model_validator(mode="after")
@@ -184,40 +187,10 @@ def train_config_type() -> type[BaseModel] | None:
     return TrainConfig
 
 
-def _suggest(word: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(word, known, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
-
-
-def _known_at(loc: tuple[Any, ...], root: type[BaseModel]) -> list[str]:
-    """Field names of the model a location's parent points into (for 'did you mean')."""
-    model: Any = root
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        field = getattr(model, "model_fields", {}).get(part)
-        if field is None:
-            return []
-        annotation = field.annotation
-        args = getattr(annotation, "__args__", ())
-        candidates = [annotation, *args, *(a for arg in args for a in getattr(arg, "__args__", ()))]
-        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
-        if model is None:
-            return []
-    return list(getattr(model, "model_fields", {}))
-
-
 def explain(error: ValidationError, source: str, root: type[BaseModel] | None = None) -> str:
-    """The first problem as one line: where, what, and for an unknown key, the key it probably meant."""
-    first = error.errors()[0]
-    loc = tuple(first["loc"])
-    where = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in loc).replace(".[", "[") or "(top level)"
-    message = first["msg"].removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden":
-        message = "unknown key" + _suggest(str(loc[-1]), _known_at(loc, root or PipelineConfig))
-    elif first["type"] == "missing":
-        message = "required key is missing"
-    return f"{source}: {where}: {message}"
+    """Every problem as one line after ``source``: where, what, the input; an unknown key names the key it probably meant."""
+    text = validation_message(error, root or PipelineConfig)
+    return f"{source}: {text}" if source else text
 
 
 def parse_config(data: dict[str, Any], source: str = "config") -> PipelineConfig:

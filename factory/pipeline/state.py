@@ -15,7 +15,7 @@ from typing import Any, Literal
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 
-from factory.errors import InputError
+from schemas.errors import InputError
 from factory.pipeline.digests import tree_digest, value_digest
 
 STATE_FILE = "pipeline.json"

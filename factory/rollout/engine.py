@@ -26,8 +26,9 @@ from env_registry.targets.mcp import parse_server
 from env_registry.targets.runner import GoldCache, TargetRunner
 from env_registry.targets.tasks import Task, select_tasks
 from env_registry.targets.users import UserSimulatorError, user_factory
-from factory.errors import FactoryError, interrupt_exit_code
-from factory.rollout.policies import Policy, PolicyError, load_policy
+from schemas.errors import FactoryError, interrupt_exit_code
+from factory.rollout.load import load_policy
+from factory.rollout.policies import Policy, PolicyError
 from factory.rollout.store import RolloutStore, RunSettings
 from factory.rollout.summary import RolloutSummary, summarise
 from schemas.trajectory import Trajectory

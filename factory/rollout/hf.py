@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from env_registry.targets.tasks import Task
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 from factory.rollout.policies import Act, Action, Policy, PolicyError
 
 

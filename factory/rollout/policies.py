@@ -1,4 +1,4 @@
-"""Policies a rollout can run: scripted oracles, any LLM ``factory.llm`` can call, and local Hugging Face models.
+"""Policies a rollout can run: scripted oracles, any LLM ``llm_clients`` can call, and local Hugging Face models.
 
 A policy is asked for one action at a time: ``start(task, tools, seed)`` returns the episode's ``act``
 function, which maps the messages so far (OpenAI format) to one assistant turn - raw text or an OpenAI
@@ -14,7 +14,7 @@ Specs (``--policy``):
 - anything else is an LLM spec (``openai:gpt-4.1``, ``anthropic:claude-...``, ``vllm:Qwen/Qwen3-8B``).
 
 LLM policies call tools in the Hermes/Qwen text protocol (``<tool_call>{...}</tool_call>``), which
-``trace_env.actions`` parses: ``factory.llm`` clients exchange text, so one protocol serves every provider.
+``trace_env.actions`` parses: ``llm_clients`` clients exchange text, so one protocol serves every provider.
 The conversation is written out by ``env_registry.conversation.text_dialogue``, the same rendering the
 trainer, the endpoint rollouts and the calibration check use.
 """
@@ -28,7 +28,7 @@ from typing import Any, Callable
 from env_registry import conversation
 from env_registry.targets.runner import AGENT_STOP
 from env_registry.targets.tasks import Task
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 
 Action = str | dict[str, Any]
 Act = Callable[[list[dict[str, Any]]], Action]
@@ -74,7 +74,7 @@ class EmptyPolicy(Policy):
 
 
 class LLMPolicy(Policy):
-    """An API model through ``factory.llm`` (retries, usage accounting; uncached so trials stay independent)."""
+    """An API model through ``llm_clients`` (retries, usage accounting; uncached so trials stay independent)."""
 
     def __init__(self, client: Any, spec: str, temperature: float | None = 0.0, max_tokens: int = 2048) -> None:
         self.client = client
@@ -83,7 +83,7 @@ class LLMPolicy(Policy):
         self.max_tokens = max_tokens
 
     def start(self, task: Task, tools: list[dict[str, Any]], seed: int) -> Act:
-        from factory.llm import LLMError
+        from llm_clients import LLMError
 
         def act(messages: list[dict[str, Any]]) -> Action:
             system, dialogue = conversation.text_dialogue(messages, tools)
@@ -94,25 +94,3 @@ class LLMPolicy(Policy):
             return response.text
 
         return act
-
-
-def load_policy(spec: str, *, temperature: float | None = 0.0, max_tokens: int | None = None) -> Policy:
-    """Build the policy a ``--policy`` spec names; bad specs raise ``FactoryError`` with the fix."""
-    text = (spec or "").strip()
-    if text in ("scripted:gold", "gold"):
-        return GoldPolicy()
-    if text in ("scripted:empty", "empty"):
-        return EmptyPolicy()
-    if text.startswith("scripted:"):
-        raise FactoryError(f"unknown scripted policy {text!r}; use scripted:gold or scripted:empty")
-    if text.startswith("hf:"):
-        from factory.rollout.hf import HFPolicy
-
-        return HFPolicy.from_spec(text, temperature=temperature, max_new_tokens=max_tokens or 512)
-    from factory.llm import LLMConfigError, make_client, parse_llm_spec
-
-    try:
-        client = make_client(parse_llm_spec(text), cache=False)
-    except LLMConfigError as exc:
-        raise FactoryError(f"--policy {text!r}: {exc}") from None
-    return LLMPolicy(client, spec=text, temperature=temperature, max_tokens=max_tokens or 2048)

@@ -18,7 +18,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from factory.errors import InputError
+from schemas.errors import InputError
 from schemas.jsonl import jsonl_lines
 from schemas.trajectory import Trajectory
 

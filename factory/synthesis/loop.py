@@ -13,7 +13,7 @@ from typing import Callable
 
 from pydantic import BaseModel, Field
 
-from factory.llm import LLMClient, LLMError
+from llm_clients import LLMClient, LLMError
 from factory.synthesis.extract import NoCodeError, extract_env_code
 from factory.synthesis.prompts import SYSTEM_PROMPT, generation_prompt, prompt_hash, repair_prompt
 from factory.validation.gate import ProgressCallback, validate_source

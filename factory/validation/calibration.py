@@ -3,7 +3,7 @@
 As in the paper's released code: roll the base policy out K times on each of a few seeds; the env is well
 calibrated when the policy's mean reward and success rate are both in [0.2, 0.6] and at least half of the
 groups have reward variance (too easy or too hard gives GRPO nothing to learn from). The policy is any
-callable, or an OpenAI-compatible endpoint driven through ``factory.llm``.
+callable, or an OpenAI-compatible endpoint driven through ``llm_clients``.
 """
 
 from __future__ import annotations
@@ -11,28 +11,14 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
-from env_registry import conversation
 from env_registry.hosted import SandboxedEnv, SandboxedRunner
-from factory.llm import LLMClient, LLMError
+from env_registry.policy import Policy, PolicyContext
+from llm_clients import LLMError
 from schemas.validation import CheckResult, Counterexample
-
-
-@dataclass
-class PolicyContext:
-    """Where the policy is: which seed, which member of the group, which step."""
-
-    seed: int
-    rollout: int
-    step: int
-
-
-class Policy(Protocol):
-    def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: PolicyContext) -> Any: ...
 
 
 class CalibrationConfig(BaseModel):
@@ -42,19 +28,6 @@ class CalibrationConfig(BaseModel):
     high: float = 0.6
     min_informative_share: float = 0.5
     success_reward: float = Field(0.99, description="a rollout counts as a success at or above this reward")
-
-
-def llm_policy(client: LLMClient, temperature: float = 1.0, max_tokens: int = 1024) -> Policy:
-    """A policy served by an LLM endpoint. The conversation is written out as for every text-only reader
-    (``env_registry.conversation.text_dialogue``: tools in the system text, calls and results in the Hermes
-    format), so any chat model works; the env parses the reply text. Give it a client without a response
-    cache, or the K samples of a group would all be the first one."""
-
-    def act(messages: list[dict[str, Any]], tools: list[dict[str, Any]], context: PolicyContext) -> str:
-        system, dialogue = conversation.text_dialogue(messages, tools)
-        return client.complete(dialogue, system=system, max_tokens=max_tokens, temperature=temperature).text
-
-    return act
 
 
 def run_calibration(hosted: SandboxedEnv, policy: Policy | Callable[..., Any], config: CalibrationConfig | None = None, first_seed: int = 0) -> CheckResult:

@@ -20,7 +20,8 @@ import time
 from typing import Any, Callable
 
 from env_registry.hosted import SandboxedEnv
-from factory.validation.calibration import CalibrationConfig, Policy, run_calibration
+from env_registry.policy import Policy
+from factory.validation.calibration import CalibrationConfig, run_calibration
 from factory.validation.checks import SANDBOX_CHECKS, WORKER_FAILURES, BudgetExceeded, CheckContext
 from factory.validation.lanes import Kept, Lanes, default_lanes, opener
 from factory.validation.static import check_source

@@ -276,14 +276,15 @@ def test_bad_records_name_record_and_field(tmp_path: Path):
     with pytest.raises(TrajectoryFormatError) as info:
         load_trajectories([path])
     assert str(info.value) == (
-        f"{path}: simulations[1] (id 'broken'): field messages[2].tool_calls[0].arguments: Input should be a valid dictionary"
+        f"{path}: simulations[1] (id 'broken'): messages[2].tool_calls[0].arguments: Input should be a valid dictionary"
+        " (got 'reservation EHGLP3')"
     )
 
     runs = json.loads(json.dumps(TAU_BENCH_TOOL_CALLING))
     runs[0]["traj"][2]["role"] = "robot"
     bench = tmp_path / "bench.json"
     bench.write_text(json.dumps(runs))
-    with pytest.raises(TrajectoryFormatError, match=r"bench\.json: record \[0\] \(task_id 3\): field traj\[2\]\.role: Input should be"):
+    with pytest.raises(TrajectoryFormatError, match=r"bench\.json: record \[0\] \(task_id 3\): traj\[2\]\.role: Input should be"):
         load_trajectories([bench])
 
     jsonl = tmp_path / "ours.jsonl"

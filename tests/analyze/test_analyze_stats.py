@@ -8,7 +8,8 @@ import pytest
 
 from fractions import Fraction
 
-from factory.analyze.stats import LabelMatrix, capability_statistics, exact, failures_covered, meets, overlap, run_figures
+from schemas.label_matrix import LabelMatrix
+from factory.analyze.stats import capability_statistics, exact, failures_covered, meets, overlap, run_figures
 from schemas.capability import CapabilityLabel, TrajectoryLabel
 
 L, P, N = CapabilityLabel.LACKING, CapabilityLabel.PRESENT, CapabilityLabel.NA

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.llm import (
+from llm_clients import (
     LLMRequestError,
     LLMServerError,
     LLMSpec,

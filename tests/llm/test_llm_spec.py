@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from factory.llm import (
+from llm_clients import (
     LLMConfigError,
     LLMSpec,
     MalformedReplyError,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 from factory.pipeline.config import parse_config
 from factory.pipeline.runner import Hooks, plan, run_pipeline
 from factory.pipeline.stages.base import Stage, StageContext, StageError

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from env_registry import files
+from schemas import files
 from env_registry.registry import IntegrityError, Registry
 from tests.reliability.conftest import put, subprocess_env
 

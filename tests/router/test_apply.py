@@ -125,7 +125,7 @@ def test_vllm_requests_name_the_chosen_adapter(adapter_dirs) -> None:
 
 
 def test_an_openai_compatible_server_is_asked_for_the_adapter_by_name() -> None:
-    from factory.llm.spec import LLMSpec, make_client
+    from llm_clients.spec import LLMSpec, make_client
     from factory.testing.llm_server import ScriptedLLMServer
 
     hard = RouteDecision(choice="precondition_verification", label="A", probabilities={}, weights={"precondition_verification": 1.0})

@@ -19,7 +19,7 @@ from env_registry.targets.toolsandbox import WORKER_FILE
 from env_registry.targets.toolsandbox_runner import ToolSandboxRunner
 from env_registry.targets.toolsandbox_users import LLMSandboxUser, user_prompt
 from factory.cli import app
-from factory.llm import make_client, parse_llm_spec
+from llm_clients import make_client, parse_llm_spec
 from factory.rollout.engine import Rollout, RolloutConfig
 from factory.rollout.policies import Policy
 from factory.rollout.store import RolloutStore

@@ -94,7 +94,7 @@ def test_train_writes_a_peft_adapter_and_resumes_to_the_same_next_step(tmp_path:
     "args, message",
     [
         (["trace/nothing-v0", "--model", "m"], "no env trace/nothing-v0"),
-        (["wifi_on", "--model", "m", "--set", "grpo.lr=-1"], "grpo.lr: Input should be greater than 0"),
+        (["wifi_on", "--model", "m", "--set", "grpo.lr=-1"], "--set grpo.lr=-1: Input should be greater than 0"),
         (["wifi_on", "--model", "m", "--set", "grpo.nope=1"], "expected KEY=VALUE with KEY one of"),
         (["wifi_on", "--model", "m", "--config", "/nonexistent/train.toml"], "--config /nonexistent/train.toml: no such file"),
         (["wifi_on", "--model", "m", "--base-url", "http://127.0.0.1:9"], "--base-url and --collect-only go together"),

@@ -57,7 +57,7 @@ class AnalyzeStage(Stage):
         tasks = load_tasks([f / "tasks.json" for f in folders])
         client = None
         if a.llm and a.llm.strip().lower() != "offline":
-            from factory.llm.spec import make_client, parse_llm_spec
+            from llm_clients.spec import make_client, parse_llm_spec
 
             client = make_client(parse_llm_spec(a.llm, base_url=a.base_url))
         runs = a.runs or (10 if client else 1)

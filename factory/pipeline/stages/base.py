@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 from factory.pipeline.config import PipelineConfig
 from factory.pipeline.state import Handoff, intact
 

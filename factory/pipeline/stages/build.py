@@ -33,7 +33,7 @@ class BuildStage(Stage):
     def run(self, ctx: StageContext) -> Handoff:
         from env_registry.registry import Registry
         from factory.build import BuildError, BuildResult
-        from factory.llm.errors import LLMError
+        from llm_clients.errors import LLMError
 
         plan = ctx.inputs["analyze"].value["plan"]
         registry = Registry(ctx.config.registry_path())
@@ -74,7 +74,7 @@ class BuildStage(Stage):
         b, registry, gate = ctx.config.build, ctx.config.registry_path(), ctx.config.build.gate_config()
         if b.llm is None:
             return build_from_blueprint(item["name"], registry_root=registry, backend=ctx.config.sandbox, config=gate)
-        from factory.llm.spec import make_client, parse_llm_spec
+        from llm_clients.spec import make_client, parse_llm_spec
 
         client = make_client(parse_llm_spec(b.llm, base_url=b.base_url))
         capability = Capability(name=item["name"], description=item["description"])

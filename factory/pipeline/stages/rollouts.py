@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from factory.evaluate.runner import task_ids
-from factory.errors import Interrupted
+from schemas.errors import Interrupted
 from factory.pipeline.config import PipelineConfig
 from factory.pipeline.digests import tree_digest
 from factory.pipeline.stages.base import Stage, StageContext, StageError, model_key
@@ -45,7 +45,7 @@ class RolloutsStage(Stage):
 
     def run(self, ctx: StageContext) -> Handoff:
         from factory.rollout.engine import Rollout, RolloutConfig
-        from factory.rollout.policies import load_policy
+        from factory.rollout.load import load_policy
 
         c, r = ctx.config, ctx.config.rollouts
         spec = r.policy or f"hf:{ctx.model()}"

@@ -36,7 +36,7 @@ class RouteStage(Stage):
     def run(self, ctx: StageContext) -> Handoff:
         from env_registry.registry import Registry
         from factory.analyze.importers import load_trajectories
-        from factory.build import load_capability_report
+        from schemas.capability import load_capability_report
         from router.decide import Router
         from router.loading import load_base_model
         from router.menu import build_menu, save_menu

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 from factory.pipeline.config import PipelineConfig
 from factory.pipeline.digests import tree_digest
 from factory.pipeline.stages.base import Stage, StageContext, StageError, model_key

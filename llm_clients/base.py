@@ -18,10 +18,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from factory.llm.cache import ResponseCache, request_key
-from factory.llm.errors import LLMTransientError
-from factory.llm.pricing import cost_usd
-from factory.llm.types import LLMResponse, UsageTotals, UsageTracker
+from llm_clients.cache import ResponseCache, request_key
+from llm_clients.errors import LLMTransientError
+from llm_clients.pricing import cost_usd
+from llm_clients.types import LLMResponse, UsageTotals, UsageTracker
 
 
 class RetryPolicy(BaseModel):
@@ -52,7 +52,7 @@ class LLMClient(ABC):
     """``complete(messages, system=..., max_tokens=..., temperature=...) -> LLMResponse``.
 
     ``messages`` are ``{"role": "user"|"assistant", "content": str}`` dicts. Subclasses implement ``_send``
-    and translate their SDK's exceptions into ``factory.llm.errors``.
+    and translate their SDK's exceptions into ``llm_clients.errors``.
     """
 
     provider: str = "abstract"

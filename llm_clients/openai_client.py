@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from factory.llm._sdk_errors import translate
-from factory.llm.base import LLMClient, RawCompletion
-from factory.llm.errors import LLMConfigError, LLMRequestError
+from llm_clients._sdk_errors import translate
+from llm_clients.base import LLMClient, RawCompletion
+from llm_clients.errors import LLMConfigError, LLMRequestError
 
 
 def _import_openai():

@@ -1,10 +1,10 @@
-"""Map the OpenAI and Anthropic SDK exceptions (same shape in both) onto ``factory.llm.errors``."""
+"""Map the OpenAI and Anthropic SDK exceptions (same shape in both) onto ``llm_clients.errors``."""
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from factory.llm.errors import (
+from llm_clients.errors import (
     LLMConnectionError,
     LLMError,
     LLMRateLimitError,
@@ -27,7 +27,7 @@ def _retry_after(exc: BaseException) -> float | None:
 
 
 def translate(exc: BaseException, sdk: ModuleType, where: str) -> LLMError:
-    """The ``factory.llm`` error for an SDK exception; ``where`` names the provider and model."""
+    """The ``llm_clients`` error for an SDK exception; ``where`` names the provider and model."""
     if isinstance(exc, sdk.APITimeoutError):
         return LLMTimeoutError(f"{where}: request timed out")
     if isinstance(exc, sdk.APIConnectionError):

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from factory.llm.types import LLMResponse
+from llm_clients.types import LLMResponse
 
 CACHE_ENV = "TRACE_FACTORY_CACHE"
 

@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from factory.llm.base import LLMClient
-from factory.llm.errors import LLMError
-from factory.llm.types import LLMResponse
+from llm_clients.base import LLMClient
+from llm_clients.errors import LLMError
+from llm_clients.types import LLMResponse
+from schemas.errors import validation_message
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -51,11 +52,7 @@ def extract_json(text: str) -> Any:
 
 
 def _describe(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors()[:5]:
-        where = ".".join(str(p) for p in error["loc"]) or "(root)"
-        parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts)
+    return validation_message(exc)
 
 
 def complete_structured(

@@ -1,13 +1,14 @@
-"""LLM clients shared by capability analysis and environment synthesis.
+"""LLM clients shared by capability analysis, environment synthesis, LLM-played users and judges, and the trainer's
+endpoint; below every package that calls a model, so none of them imports factory/ for it.
 
 One interface (``LLMClient.complete``), three providers (OpenAI, Anthropic, any OpenAI-compatible server),
 one spec syntax (``openai:gpt-4.1``), and for all of them: timeouts, retries with backoff, token and cost
 accounting and an on-disk response cache.
 """
 
-from factory.llm.base import LLMClient, RawCompletion, RetryPolicy
-from factory.llm.cache import ResponseCache, default_cache_dir
-from factory.llm.errors import (
+from llm_clients.base import LLMClient, RawCompletion, RetryPolicy
+from llm_clients.cache import ResponseCache, default_cache_dir
+from llm_clients.errors import (
     LLMConfigError,
     LLMConnectionError,
     LLMError,
@@ -17,10 +18,10 @@ from factory.llm.errors import (
     LLMTimeoutError,
     LLMTransientError,
 )
-from factory.llm.pricing import PRICES, cost_usd, price_for
-from factory.llm.spec import LLMSpec, make_client, parse_llm_spec
-from factory.llm.structured import MalformedReplyError, complete_structured, extract_json
-from factory.llm.types import LLMResponse, UsageTotals
+from llm_clients.pricing import PRICES, cost_usd, price_for
+from llm_clients.spec import LLMSpec, make_client, parse_llm_spec
+from llm_clients.structured import MalformedReplyError, complete_structured, extract_json
+from llm_clients.types import LLMResponse, UsageTotals
 
 __all__ = [
     "LLMClient",

@@ -19,9 +19,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from factory.llm.base import LLMClient, RetryPolicy
-from factory.llm.cache import ResponseCache
-from factory.llm.errors import LLMConfigError
+from llm_clients.base import LLMClient, RetryPolicy
+from llm_clients.cache import ResponseCache
+from llm_clients.errors import LLMConfigError
 
 Provider = Literal["openai", "anthropic", "openai-compatible"]
 
@@ -101,10 +101,10 @@ def make_client(
     if spec.provider == "anthropic":
         if not key:
             raise LLMConfigError("ANTHROPIC_API_KEY is not set (needed for anthropic models)")
-        from factory.llm.anthropic_client import AnthropicClient
+        from llm_clients.anthropic_client import AnthropicClient
 
         return AnthropicClient(spec.model, api_key=key, base_url=spec.base_url, **common)
-    from factory.llm.openai_client import OpenAIClient
+    from llm_clients.openai_client import OpenAIClient
 
     if spec.provider == "openai":
         if not key and not spec.base_url:

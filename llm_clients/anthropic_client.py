@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from factory.llm._sdk_errors import translate
-from factory.llm.base import LLMClient, RawCompletion, split_system
-from factory.llm.errors import LLMConfigError
+from llm_clients._sdk_errors import translate
+from llm_clients.base import LLMClient, RawCompletion, split_system
+from llm_clients.errors import LLMConfigError
 
 
 def _import_anthropic():
