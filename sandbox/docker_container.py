@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from sandbox import budget, leftovers, runtime, syscalls
+from sandbox import budget, owners, runtime, syscalls
 from sandbox.base import SandboxError, SandboxLimits, SandboxUnavailable
 
 DEFAULT_IMAGE = os.environ.get("TRACE_SANDBOX_IMAGE", "trace-factory-sandbox:py311")
@@ -61,7 +61,7 @@ def missing_image(image: str) -> str:
 
 def owner_labels() -> dict[str, str]:
     """Who created a container: lets prune() remove only what a dead process left behind."""
-    return {f"{LABEL}.owner": leftovers.owner_id()}
+    return {f"{LABEL}.owner": owners.owner_id()}
 
 
 def image_search_path(client: Any, image: str) -> str:
@@ -260,7 +260,7 @@ def _prune(client: Any) -> list[str]:
     removed = []
     for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         owner = c.labels.get(f"{LABEL}.owner")
-        if owner and not leftovers.owner_alive(owner):
+        if owner and not owners.owner_alive(owner):
             removed += remove(client, c.name, c.name)
             _remove_channels(c.name)
     live = {c.name for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)}
@@ -272,7 +272,7 @@ def _prune(client: Any) -> list[str]:
         _remove_channels(name)
     for v in client.volumes.list(filters={"label": f"{LABEL}=work"}):
         owner = (v.attrs.get("Labels") or {}).get(f"{LABEL}.owner")
-        if v.name not in live and owner and not leftovers.owner_alive(owner):
+        if v.name not in live and owner and not owners.owner_alive(owner):
             try:
                 v.remove()
                 removed.append(f"volume {v.name}")

@@ -32,6 +32,7 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel
 
+from sandbox.distributions import distribution_closure
 from sandbox.docker_container import DEFAULT_IMAGE, docker_sdk
 
 #: The tag the docker backend runs ($TRACE_SANDBOX_IMAGE, else trace-factory-sandbox:py311).
@@ -62,40 +63,6 @@ CMD ["python3"]
 """
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def distribution_closure(roots: tuple[str, ...] = ROOT_DISTRIBUTIONS) -> list[metadata.Distribution]:
-    """The installed distributions named in ``roots`` plus their non-extra requirements."""
-    try:
-        from packaging.requirements import Requirement
-    except ImportError:  # pragma: no cover - packaging is nearly always present
-        Requirement = None  # type: ignore[assignment,misc]
-    seen: dict[str, metadata.Distribution] = {}
-    todo = [_norm(r) for r in roots]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            continue
-        seen[name] = dist
-        for req in dist.requires or []:
-            if Requirement is not None:
-                r = Requirement(req)
-                if r.marker is not None:
-                    try:
-                        if not r.marker.evaluate({"extra": ""}):
-                            continue
-                    except Exception:  # noqa: BLE001
-                        continue
-                todo.append(_norm(r.name))
-            elif "extra ==" not in req:
-                todo.append(_norm(re.split(r"[ ;<>=!~\[(]", req, maxsplit=1)[0]))
-    return list(seen.values())
 
 
 class _RootfsTar:
@@ -261,7 +228,7 @@ def build_rootfs_tar(out: Path) -> RootfsStats:
                 if fn.endswith(".so"):
                     elfs.append(full)
         # site-packages of the runtime distributions
-        dists = distribution_closure()
+        dists = distribution_closure(ROOT_DISTRIBUTIONS)
         for dist in dists:
             for f in dist.files or []:
                 full = os.path.realpath(dist.locate_file(f))

@@ -19,14 +19,13 @@ import ctypes.util
 import json
 import os
 import shutil
-import socket
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from sandbox import procfs
+from sandbox.owners import owner_alive, owner_id
 
 _MNT_DETACH = 2
 _lock = threading.Lock()
@@ -34,24 +33,6 @@ _reaped = False
 _reaped_at_start: list[str] = []
 #: Temporary runtime copies (``.<digest>-*``) older than this are debris of a killed copy.
 RUNTIME_DEBRIS_AGE_S = 600
-
-
-def owner_id() -> str:
-    """``host:pid:starttime`` of this process."""
-    return f"{socket.gethostname()}:{os.getpid()}:{procfs.start_time(os.getpid()) or '?'}"
-
-
-def owner_alive(owner: str) -> bool:
-    """False only when the owner certainly is gone (same host, and its pid is dead or reused)."""
-    try:
-        host, pid, start = owner.rsplit(":", 2)
-        number = int(pid)
-    except ValueError:
-        return True  # unknown format: leave it alone
-    if host != socket.gethostname():
-        return True  # another machine's process: not ours to judge
-    current = procfs.start_time(number)
-    return current is not None and (start == "?" or current == start)
 
 
 def lease_dir() -> Path:

@@ -272,7 +272,7 @@ def site_layer() -> Path:
     SITE_DISTRIBUTIONS and their requirements, copied once; content-addressed by their names and versions.
 
     Needs root (the ``trusted.overlay.opaque`` attribute); OSError where it cannot be made."""
-    from sandbox.image import distribution_closure
+    from sandbox.distributions import distribution_closure
 
     prefix = interpreter_prefix()
     rels = site_dirs(prefix)

@@ -129,17 +129,8 @@ def test_every_import_points_down() -> None:
     assert upward(graph()) == []
 
 
-LEFT_FOR_THE_SANDBOX_OWNERS = [
-    ["sandbox.docker_container", "sandbox.image", "sandbox.leftovers", "sandbox.runtime"],
-]
-"""One circle left on purpose, to be broken by the change that reworks the reaper's owner identification
-(issue 26's note): ``leftovers`` (the reaper) calls Docker cleanup lazily while ``docker_container`` labels
-containers with ``leftovers``' owner id, and ``runtime`` -> ``image`` -> ``docker_container`` -> ``runtime``.
-Moving owner identity out of ``leftovers`` now would collide with that change. Nothing else may join the list."""
-
-
 def test_no_import_circles_between_files() -> None:
-    assert [group for group in circles(graph()) if group not in LEFT_FOR_THE_SANDBOX_OWNERS] == []
+    assert circles(graph()) == []
 
 
 def test_the_guest_side_imports_nothing_of_ours() -> None:

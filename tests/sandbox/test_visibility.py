@@ -47,7 +47,7 @@ def _layout(monkeypatch, staged: bool) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_bwrap_sees_only_the_packages_the_inside_half_imports(make_sandbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from sandbox.image import distribution_closure
+    from sandbox.distributions import distribution_closure
 
     box = make_sandbox("bwrap")
     data = json.loads(box.exec(["python", "-c", PACKAGES]).stdout)
