@@ -31,13 +31,13 @@ def config(**analyze: object):
 def test_the_plan_is_the_selection_capped_by_coverage_rank_else_the_fallback() -> None:
     selected = report(finding("precondition_verification", 0.6), finding("multi_step_task_completion", 0.3))
     plan, source = build_plan(selected, config(max_capabilities=1, fallback=["tool_calling_precision"]))
-    assert source == "analysis" and plan == [
+    assert source == "analysis" and [p.model_dump() for p in plan] == [
         {"name": "precondition_verification", "description": "precondition_verification described by the analysis", "target": "tau2-airline"}
     ]
     plan, source = build_plan(report(), config(fallback=["tool_calling_precision", {"name": "refund_rules", "description": "Looks up refund rules", "target": "tau2-retail"}]))
     assert source == "fallback"
-    assert [(p["name"], p["target"]) for p in plan] == [("tool_calling_precision", "tau2-retail"), ("refund_rules", "tau2-retail")]
-    assert plan[1]["description"] == "Looks up refund rules"
+    assert [(p.name, p.target) for p in plan] == [("tool_calling_precision", "tau2-retail"), ("refund_rules", "tau2-retail")]
+    assert plan[1].description == "Looks up refund rules"
     assert build_plan(report(), config()) == ([], "fallback")
 
 
@@ -71,7 +71,8 @@ def test_an_env_that_cannot_be_trained_is_left_out_and_nothing_trained_fails_the
     from factory.pipeline.stages.train import TrainStage
 
     cfg = parse_config({"model": str(tmp_path / "no-model"), "run_dir": str(tmp_path / "run"), "targets": [{"name": "tau2-airline"}]})
-    envs = {name: {"gym_id": f"trace/{name}-v0", "version": 0} for name in ("first_cap", "second_cap")}
+    envs = {name: {"gym_id": f"trace/{name}-v0", "version": 0, "target": "tau2-airline", "source_sha256": "0" * 64}
+            for name in ("first_cap", "second_cap")}
     notes: list[str] = []
     ctx = StageContext(config=cfg, run_dir=tmp_path / "run", folder=tmp_path / "run" / "train", inputs={"build": Handoff(value={"envs": envs})},
                        resume=False, note=notes.append)  # fmt: skip
@@ -79,3 +80,30 @@ def test_an_env_that_cannot_be_trained_is_left_out_and_nothing_trained_fails_the
     with pytest.raises(StageError, match=r"no adapter was trained \(.*no-model.*\)"):
         TrainStage().run(ctx)
     assert [n.split(" (")[0] for n in notes] == ["train: first_cap was not trained", "train: second_cap was not trained"]
+
+
+def test_a_handoff_edited_by_hand_is_one_line_naming_the_stage_and_the_fix(tmp_path: Path) -> None:
+    from factory.pipeline.stages.train import TrainStage
+
+    cfg = parse_config({"model": "m", "run_dir": str(tmp_path / "run"), "targets": [{"name": "tau2-airline"}]})
+    envs = {"first_cap": {"gym_id": "trace/first_cap-v0", "version": "zero", "target": "tau2-airline"}}
+    ctx = StageContext(config=cfg, run_dir=tmp_path / "run", folder=tmp_path / "run" / "train", inputs={"build": Handoff(value={"envs": envs})},
+                       resume=False)  # fmt: skip
+    with pytest.raises(StageError) as caught:
+        TrainStage().run(ctx)
+    message = str(caught.value)
+    assert "\n" not in message and "not a BuildOutput" in message and "factory run --force build" in message
+    assert "envs.first_cap.version" in message and "envs.first_cap.source_sha256" in message
+
+
+def test_typed_handoffs_store_what_the_untyped_stages_stored() -> None:
+    """Runs started before the handoffs were typed keep their stage keys: the stored JSON is the same."""
+    from factory.pipeline.digests import value_digest
+    from factory.pipeline.handoffs import AnalyzeOutput, BuildOutput, PlannedCapability
+
+    plan = [{"name": "precondition_verification", "description": "d", "target": "tau2-airline"}]
+    typed = AnalyzeOutput(plan=[PlannedCapability(**plan[0])], labels="abc").handoff()
+    assert typed.value == {"plan": plan, "labels": "abc"}
+    assert typed.digest(("plan",)) == Handoff(value={"plan": plan, "labels": "abc"}).digest(("plan",))
+    env = {"gym_id": "trace/x-v0", "version": 3, "target": "tau2-airline", "source_sha256": "f" * 64}
+    assert value_digest(BuildOutput.model_validate({"envs": {"x": env}}).handoff().value) == value_digest({"envs": {"x": env}})

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from factory.pipeline.config import PipelineConfig
+from factory.pipeline.handoffs import AnalyzeOutput, PlannedCapability, RolloutsOutput
 from factory.pipeline.digests import tree_digest
 from factory.pipeline.stages.base import Stage, StageContext, StageError
 from factory.pipeline.state import Handoff
 
 
-def build_plan(report: Any, config: PipelineConfig) -> tuple[list[dict[str, str]], str]:
-    """[{name, description, target}] to build, and where it came from: 'analysis' or 'fallback'."""
+def build_plan(report: Any, config: PipelineConfig) -> tuple[list[PlannedCapability], str]:
+    """The capabilities to build, and where they came from: 'analysis' or 'fallback'."""
     from factory.build import BuildError, resolve_capability, resolve_target
 
     a = config.analyze
@@ -31,7 +32,7 @@ def build_plan(report: Any, config: PipelineConfig) -> tuple[list[dict[str, str]
     for name, description, target in chosen:
         try:
             capability = resolve_capability(name, description, report)
-            plan.append({"name": name, "description": capability.description, "target": resolve_target(name, target, report)})
+            plan.append(PlannedCapability(name=name, description=capability.description, target=resolve_target(name, target, report)))
         except BuildError as exc:
             raise StageError(f"analyze.fallback {name!r}: {exc}") from None
     return plan, source
@@ -51,7 +52,7 @@ class AnalyzeStage(Stage):
         from factory.analyze.tasks import load_tasks
 
         a = ctx.config.analyze
-        folders = [ctx.run_dir / "rollouts" / name for name in ctx.inputs["rollouts"].value["trajectories"]]
+        folders = [ctx.run_dir / "rollouts" / name for name in ctx.read(RolloutsOutput).trajectories]
         paths = [f / "trajectories.jsonl" for f in folders]
         imported = load_trajectories(paths)
         tasks = load_tasks([f / "tasks.json" for f in folders])
@@ -75,8 +76,8 @@ class AnalyzeStage(Stage):
                 "fallback = [\"precondition_verification\"], or roll out more tasks"
             )
         if source == "fallback":
-            ctx.note(f"analysis selected no capability; building the fallback list: {', '.join(p['name'] for p in plan)}")
-        (ctx.folder / "plan.json").write_text(json.dumps({"source": source, "capabilities": plan}, indent=2) + "\n", encoding="utf-8")
+            ctx.note(f"analysis selected no capability; building the fallback list: {', '.join(p.name for p in plan)}")
+        (ctx.folder / "plan.json").write_text(json.dumps({"source": source, "capabilities": [p.model_dump() for p in plan]}, indent=2) + "\n", encoding="utf-8")
         labels = Path(written["labels"])
         report = result.report
         info = {
@@ -86,4 +87,4 @@ class AnalyzeStage(Stage):
             "notes": report.notes, "coverage_chart": ctx.rel(written["coverage_chart"]) if "coverage_chart" in written else None,
         }  # fmt: skip
         files = {ctx.rel(Path(written["capabilities"])): tree_digest(Path(written["capabilities"])), ctx.rel(labels): tree_digest(labels)}
-        return Handoff(value={"plan": plan, "labels": tree_digest(labels)}, files=files, info=info)
+        return AnalyzeOutput(plan=plan, labels=tree_digest(labels)).handoff(files, info)

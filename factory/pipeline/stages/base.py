@@ -10,11 +10,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
-from schemas.errors import FactoryError
+from pydantic import ValidationError
+
+from schemas.errors import FactoryError, validation_message
 from factory.pipeline.config import PipelineConfig
+from factory.pipeline.handoffs import StageOutput
 from factory.pipeline.state import Handoff, intact
+
+Out = TypeVar("Out", bound=StageOutput)
 
 Progress = Callable[[str, int | None, int | None], None]
 """progress(label, done, total): a bar per label; total None while unknown."""
@@ -62,6 +67,16 @@ class StageContext:
             return Path(path).resolve().relative_to(self.run_dir.resolve()).as_posix()
         except ValueError:
             return str(Path(path).resolve())
+
+    def read(self, output: type[Out]) -> Out:
+        """What an upstream stage handed on, validated against its model."""
+        try:
+            return output.model_validate(self.inputs[output.stage].value)
+        except ValidationError as exc:
+            raise StageError(
+                f"the {output.stage} stage's record in {self.run_dir / 'pipeline.json'} is not a {output.__name__} "
+                f"({validation_message(exc)}); run `factory run --force {output.stage}` to make it again"
+            ) from None
 
     def path(self, recorded: str) -> Path:
         return Path(recorded) if Path(recorded).is_absolute() else self.run_dir / recorded

@@ -11,7 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from factory.pipeline.config import PipelineConfig
+from factory.pipeline.handoffs import AnalyzeOutput, BuildOutput, BuiltEnv, PlannedCapability
 from factory.pipeline.stages.base import Stage, StageContext, StageError
 from factory.pipeline.state import Handoff
 from schemas.validation import ValidationConfig
@@ -35,50 +38,50 @@ class BuildStage(Stage):
         from factory.build import BuildError, BuildResult
         from llm_clients.errors import LLMError
 
-        plan = ctx.inputs["analyze"].value["plan"]
+        plan = ctx.read(AnalyzeOutput).plan
         registry = Registry(ctx.config.registry_path())
-        envs: dict[str, dict[str, Any]] = {}
+        envs: dict[str, BuiltEnv] = {}
         results: dict[str, dict[str, Any]] = {}
         for done, item in enumerate(plan):
             ctx.progress("build (gate in the sandbox)", done, len(plan))
-            record = ctx.folder / f"{item['name']}.json"
+            record = ctx.folder / f"{item.name}.json"
             result = BuildResult.model_validate_json(record.read_text(encoding="utf-8")) if ctx.resume and record.exists() else None
             if result is None or not self._still_registered(result, registry):
                 try:
                     result = self._build(ctx, item)
                 except (BuildError, LLMError) as exc:  # no blueprint and no LLM, or the LLM failed: this one only
-                    results[item["name"]] = {"registered": False, "gym_id": None, "validation": "not run", "seconds": 0.0, "error": str(exc)}
-                    ctx.note(f"build: {item['name']} was not built ({exc}); it is left out")
+                    results[item.name] = {"registered": False, "gym_id": None, "validation": "not run", "seconds": 0.0, "error": str(exc)}
+                    ctx.note(f"build: {item.name} was not built ({exc}); it is left out")
                     continue
                 record.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
-            results[item["name"]] = {"registered": result.registered, "gym_id": result.gym_id, "validation": result.validation,
+            results[item.name] = {"registered": result.registered, "gym_id": result.gym_id, "validation": result.validation,
                                      "seconds": result.seconds, "error": result.error or _first_failure(result)}  # fmt: skip
             if result.registered and result.gym_id is not None and result.version is not None:
                 stored = registry.get(result.capability, result.version)
-                envs[item["name"]] = {"gym_id": result.gym_id, "version": result.version, "target": stored.manifest.target,
-                                      "source_sha256": stored.manifest.source_sha256}  # fmt: skip
+                envs[item.name] = BuiltEnv(gym_id=result.gym_id, version=result.version, target=stored.manifest.target,
+                                           source_sha256=stored.manifest.source_sha256)  # fmt: skip
             else:
-                ctx.note(f"build: {item['name']} did not pass the gate ({results[item['name']]['error']}); it is left out")
+                ctx.note(f"build: {item.name} did not pass the gate ({results[item.name]['error']}); it is left out")
         ctx.progress("build (gate in the sandbox)", len(plan), len(plan))
         if not envs:
             first = next(iter(results.values()))
             raise StageError(f"no env was built ({first['error']}); see {ctx.folder}")
         info = {"results": results, "gate": reduced_gate(ctx.config.build.gate), "generator": ctx.config.build.llm or "blueprint",
                 "registry": str(registry.root)}  # fmt: skip
-        return Handoff(value={"envs": envs}, info=info)
+        return BuildOutput(envs=envs).handoff(info=info)
 
-    def _build(self, ctx: StageContext, item: dict[str, str]) -> Any:
+    def _build(self, ctx: StageContext, item: PlannedCapability) -> Any:
         from factory.build import build_from_blueprint, build_with_llm
         from schemas.capability import Capability
 
         b, registry, gate = ctx.config.build, ctx.config.registry_path(), ctx.config.build.gate_config()
         if b.llm is None:
-            return build_from_blueprint(item["name"], registry_root=registry, backend=ctx.config.sandbox, config=gate)
+            return build_from_blueprint(item.name, registry_root=registry, backend=ctx.config.sandbox, config=gate)
         from llm_clients.spec import make_client, parse_llm_spec
 
         client = make_client(parse_llm_spec(b.llm, base_url=b.base_url))
-        capability = Capability(name=item["name"], description=item["description"])
-        return build_with_llm(capability, item["target"], client, registry_root=registry, build_root=ctx.folder / "attempts",
+        capability = Capability(name=item.name, description=item.description)
+        return build_with_llm(capability, item.target, client, registry_root=registry, build_root=ctx.folder / "attempts",
                               max_attempts=b.max_attempts, backend=ctx.config.sandbox, config=gate)  # fmt: skip
 
     @staticmethod
@@ -97,13 +100,17 @@ class BuildStage(Stage):
 
         root = handoff.info.get("registry")
         registry = Registry(root) if root else Registry()
-        for name, env in handoff.value.get("envs", {}).items():
+        try:
+            envs = BuildOutput.model_validate(handoff.value).envs
+        except ValidationError:
+            return "its record in pipeline.json is not a build output"
+        for name, env in envs.items():
             try:
-                stored = registry.get(name, env["version"])
+                stored = registry.get(name, env.version)
             except RegistryError:
-                return f"{env['gym_id']} is no longer in {registry.root}"
-            if stored.manifest.source_sha256 != env["source_sha256"]:
-                return f"{env['gym_id']} changed in the registry"
+                return f"{env.gym_id} is no longer in {registry.root}"
+            if stored.manifest.source_sha256 != env.source_sha256:
+                return f"{env.gym_id} changed in the registry"
         return None
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from factory.evaluate.runner import task_ids
 from schemas.errors import Interrupted
 from factory.pipeline.config import PipelineConfig
+from factory.pipeline.handoffs import RolloutsOutput
 from factory.pipeline.digests import tree_digest
 from factory.pipeline.stages.base import Stage, StageContext, StageError, model_key
 from factory.pipeline.state import Handoff
@@ -49,7 +50,7 @@ class RolloutsStage(Stage):
 
         c, r = ctx.config, ctx.config.rollouts
         spec = r.policy or f"hf:{ctx.model()}"
-        value: dict[str, Any] = {"trajectories": {}}
+        value = RolloutsOutput()
         files: dict[str, str] = {}
         info: dict[str, Any] = {"policy": spec, "summaries": {}}
         with llm_base_url(r.base_url):
@@ -75,9 +76,9 @@ class RolloutsStage(Stage):
                         first = summary.error_examples[0].message if summary.error_examples else "unknown error"
                         raise StageError(f"every rollout on {target.name} ended in an error ({first})")
                     trajectories = out / "trajectories.jsonl"
-                    value["trajectories"][target.name] = files[ctx.rel(trajectories)] = tree_digest(trajectories)
+                    value.trajectories[target.name] = files[ctx.rel(trajectories)] = tree_digest(trajectories)
                     files[ctx.rel(tasks)] = tree_digest(tasks)
                     info["summaries"][target.name] = summary.model_dump(include={"tasks", "episodes", "passed", "failed", "errors", "pass_rate", "mean_reward", "duration_s"})
             finally:
                 policy.close()
-        return Handoff(value=value, files=files, info=info)
+        return value.handoff(files, info)

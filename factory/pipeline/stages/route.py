@@ -13,17 +13,23 @@ from pathlib import Path
 from typing import Any
 
 from factory.pipeline.config import PipelineConfig
+from factory.pipeline.handoffs import AnalyzeOutput, RolloutsOutput, RouteOutput, TrainOutput
 from factory.pipeline.digests import tree_digest, value_digest
-from factory.pipeline.stages.base import Stage, StageContext, model_key
+from factory.pipeline.stages.base import Stage, StageContext, StageError, model_key
 from factory.pipeline.state import Handoff
 
 
 def adapter_dirs(ctx: StageContext) -> dict[str, Path]:
-    return {name: ctx.run_dir / "train" / name / "adapter" for name in ctx.inputs["train"].value["adapters"]}
+    """Each trained adapter's folder, as the train stage handed it on."""
+    trained = ctx.read(TrainOutput)
+    missing = sorted(set(trained.adapters) - set(trained.paths))
+    if missing:
+        raise StageError(f"the train stage's record names no folder for {', '.join(missing)}; run `factory run --force train`")
+    return {name: ctx.path(trained.paths[name]) for name in trained.adapters}
 
 
 def rollout_files(ctx: StageContext) -> list[Path]:
-    return [ctx.run_dir / "rollouts" / name / "trajectories.jsonl" for name in ctx.inputs["rollouts"].value["trajectories"]]
+    return [ctx.run_dir / "rollouts" / name / "trajectories.jsonl" for name in ctx.read(RolloutsOutput).trajectories]
 
 
 class RouteStage(Stage):
@@ -43,7 +49,7 @@ class RouteStage(Stage):
 
         adapters = adapter_dirs(ctx)
         report = load_capability_report(ctx.run_dir / "analyze" / "capabilities.json")
-        order = [p["name"] for p in ctx.inputs["analyze"].value["plan"] if p["name"] in adapters]
+        order = [p.name for p in ctx.read(AnalyzeOutput).plan if p.name in adapters]
         menu = build_menu(adapters=adapters, report=report, registry=Registry(ctx.config.registry_path()), capabilities=order,
                           backend=ctx.config.sandbox, progress=lambda name, done, total: ctx.progress("route · menu demos", done, total))  # fmt: skip
         menu_file = save_menu(menu, ctx.folder / "menu.json")
@@ -60,11 +66,8 @@ class RouteStage(Stage):
                                 "labels": dict(zip(menu.keys, router.labels)), "notes": menu.notes}  # fmt: skip
         if ctx.config.route.accuracy:
             info["accuracy"] = self._accuracy(ctx, router, trajectories)
-        return Handoff(
-            value={"menu": value_digest(menu.model_dump(mode="json", exclude={"created_at"})), "router": config.model_dump(mode="json")},
-            files={ctx.rel(menu_file): tree_digest(menu_file)},
-            info=info,
-        )
+        menu_digest = value_digest(menu.model_dump(mode="json", exclude={"created_at"}))
+        return RouteOutput(menu=menu_digest, router=config).handoff({ctx.rel(menu_file): tree_digest(menu_file)}, info)
 
     def _accuracy(self, ctx: StageContext, router: Any, trajectories: list[Any]) -> dict[str, Any]:
         """Routing accuracy on the failed rollouts the analysis labeled; skipped (and said why) without any."""

@@ -12,19 +12,20 @@ from typing import Any
 
 from schemas.errors import FactoryError
 from factory.pipeline.config import PipelineConfig
+from factory.pipeline.handoffs import BuildOutput, BuiltEnv, TrainOutput
 from factory.pipeline.digests import tree_digest
 from factory.pipeline.stages.base import Stage, StageContext, StageError, model_key
 from factory.pipeline.state import Handoff
 
 
-def point_gym_at(registry: Path, envs: dict[str, dict[str, Any]]) -> None:
+def point_gym_at(registry: Path, envs: dict[str, BuiltEnv]) -> None:
     """Make each env id resolve to the run's registry, even if this process registered the same id from
     another registry earlier (Gymnasium's registry is process-wide and keyed by id only)."""
     from env_registry.registration import register_all, register_version
 
     register_all(registry)
     for name, env in envs.items():
-        register_version(name, env["version"], registry, replace=True)
+        register_version(name, env.version, registry, replace=True)
 
 
 class TrainStage(Stage):
@@ -43,9 +44,12 @@ class TrainStage(Stage):
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the stage's own bar is the one to watch
-        envs = ctx.inputs["build"].value["envs"]
+        envs = ctx.read(BuildOutput).envs
         point_gym_at(ctx.config.registry_path(), envs)
-        adapters, files, info, failed = {}, {}, {}, {}
+        out_value = TrainOutput(adapters={})
+        files: dict[str, str] = {}
+        info: dict[str, Any] = {}
+        failed: dict[str, str] = {}
         for name, env in envs.items():
             out = ctx.folder / name
             settings = {**ctx.config.train, "model": ctx.model(), "output_dir": str(out)}
@@ -62,19 +66,20 @@ class TrainStage(Stage):
                     ctx.progress(f"train · {name}", rows[0], total)
 
                 try:
-                    GRPORun(env["gym_id"], config, on_iteration=tick).train(resume="auto")  # its own folder: resume if it can
+                    GRPORun(env.gym_id, config, on_iteration=tick).train(resume="auto")  # its own folder: resume if it can
                 except FactoryError as exc:  # one env that cannot be trained never stops the others
                     failed[name] = " ".join(str(exc).split())
                     ctx.note(f"train: {name} was not trained ({failed[name]}); it is left out")
                     continue
             adapter = out / "adapter"
-            adapters[name] = files[ctx.rel(adapter)] = tree_digest(adapter)
-            info[name] = {"gym_id": env["gym_id"], "summary": _summary(out), "metrics": ctx.rel(out / "metrics.jsonl"),
+            out_value.adapters[name] = files[ctx.rel(adapter)] = tree_digest(adapter)
+            out_value.paths[name] = ctx.rel(adapter)
+            info[name] = {"gym_id": env.gym_id, "summary": _summary(out), "metrics": ctx.rel(out / "metrics.jsonl"),
                           "curve": ctx.rel(out / "reward_curve.png") if (out / "reward_curve.png").exists() else None}  # fmt: skip
-        if not adapters:
+        if not out_value.adapters:
             first = next(iter(failed.values()), "no env was built")
             raise StageError(f"no adapter was trained ({first}); see {ctx.folder}")
-        return Handoff(value={"adapters": adapters}, files=files, info=info)
+        return out_value.handoff(files, info)
 
     @staticmethod
     def _finished(out: Path) -> bool:
