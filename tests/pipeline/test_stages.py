@@ -107,3 +107,14 @@ def test_typed_handoffs_store_what_the_untyped_stages_stored() -> None:
     assert typed.digest(("plan",)) == Handoff(value={"plan": plan, "labels": "abc"}).digest(("plan",))
     env = {"gym_id": "trace/x-v0", "version": 3, "target": "tau2-airline", "source_sha256": "f" * 64}
     assert value_digest(BuildOutput.model_validate({"envs": {"x": env}}).handoff().value) == value_digest({"envs": {"x": env}})
+
+
+def test_a_train_record_without_adapter_folders_runs_the_stage_again(tmp_path: Path) -> None:
+    """Records written before adapter folders were handed on: the train stage runs again (it finds the adapters
+    finished and only rewrites its record), instead of the route stage guessing the folders."""
+    from factory.pipeline.stages.train import TrainStage
+
+    old = Handoff(value={"adapters": {"x": "d"}})
+    assert TrainStage().check(old, tmp_path) == "its record does not name the adapter folders"
+    new = Handoff(value={"adapters": {"x": "d"}, "paths": {"x": "train/x/adapter"}})
+    assert TrainStage().check(new, tmp_path) is None

@@ -81,6 +81,14 @@ class TrainStage(Stage):
             raise StageError(f"no adapter was trained ({first}); see {ctx.folder}")
         return out_value.handoff(files, info)
 
+    def check(self, handoff: Handoff, run_dir: Path) -> str | None:
+        """A record without the adapter folders (written before they were handed on) runs the stage again: it
+        finds every adapter finished and only writes the record."""
+        value = handoff.value
+        if not isinstance(value.get("paths"), dict) or set(value["paths"]) != set(value.get("adapters") or {}):
+            return "its record does not name the adapter folders"
+        return super().check(handoff, run_dir)
+
     @staticmethod
     def _finished(out: Path) -> bool:
         return (out / "summary.json").is_file() and (out / "adapter" / "adapter_config.json").is_file()
