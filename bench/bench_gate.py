@@ -34,14 +34,14 @@ def one(env: str, backend: str, run_seed: int) -> None:
     """Validate one env in this process (this tree's code is first on sys.path) and print one JSON line."""
     sys.path.insert(0, os.getcwd())
     from factory.blueprints import blueprint_names, blueprint_source
-    from factory.validation.gate import validate_source
+    from factory.validation.gate import Gate, validate_source
     from schemas.validation import ValidationConfig
 
     source = blueprint_source(env) if env in blueprint_names() else Path(env).read_text()
     fields = ValidationConfig.model_fields
     config = ValidationConfig(**({"run_seed": run_seed} if "run_seed" in fields else {}))
     started = time.perf_counter()
-    report = validate_source(source, config=config, backend=backend)
+    report = validate_source(source, Gate(config=config, backend=backend))
     wall = time.perf_counter() - started
     own = resource.getrusage(resource.RUSAGE_SELF)
     host = own.ru_utime + own.ru_stime

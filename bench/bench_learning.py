@@ -56,9 +56,10 @@ def model_settings(name: str) -> dict:
 def register(capability: str, root: Path) -> str:
     from env_registry.registration import register_all
     from factory.build import build_from_blueprint
+    from factory.validation.gate import Gate
 
     started = time.perf_counter()
-    result = build_from_blueprint(capability, registry_root=root, backend="bwrap")
+    result = build_from_blueprint(capability, registry_root=root, gate=Gate(backend="bwrap"))
     if not result.registered and not result.gym_id:
         sys.exit(f"the gate did not pass the {capability} blueprint: {result.error or result}")
     register_all(root)

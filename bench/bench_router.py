@@ -45,12 +45,13 @@ def small_spec():  # type: ignore[no-untyped-def]
 def build_menu_for_bench(root: Path):  # type: ignore[no-untyped-def]
     from env_registry.registry import Registry
     from factory.build import build_from_blueprint
+    from factory.validation.gate import Gate
     from router.menu import build_menu
     from schemas.validation import ValidationConfig
 
     light = ValidationConfig(solvability_seeds=8, necessity_seeds=8, diversity_seeds=16, grpo_seeds=4, grpo_group_size=4, fuzz_examples=8)
     for name in CAPABILITIES:
-        result = build_from_blueprint(name, registry_root=root, config=light)
+        result = build_from_blueprint(name, registry_root=root, gate=Gate(config=light))
         if not result.registered:
             raise SystemExit(f"blueprint {name} did not pass the gate: {result.error}")
     return build_menu(registry=Registry(root), capabilities=CAPABILITIES)

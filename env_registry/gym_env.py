@@ -130,7 +130,10 @@ class TraceEnv(gym.Env[str, str]):
         return result.observation, result.info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        result = self.runner.step(_sendable(action))
+        from env_registry.hosted import SandboxedRunner
+
+        # a sandboxed runner encodes the action once and refuses what cannot be encoded; in process, check here
+        result = self.runner.step(action if isinstance(self.runner, SandboxedRunner) else _sendable(action))
         self._last_observation = result.observation
         return result.observation, float(result.reward), result.terminated, result.truncated, result.info
 
@@ -178,11 +181,10 @@ def _sendable(action: Any) -> Any:
     that says so, which the env answers with an error observation. A bad action never raises, sandboxed or not."""
     if action is None or isinstance(action, str):
         return action
-    from env_registry.hosted import action_to_json
+    from env_registry.hosted import action_to_json, refused_action
 
     try:
         json.dumps(action_to_json(action))
     except (TypeError, ValueError, RecursionError) as exc:
-        problem = f"the action could not be encoded as JSON ({type(exc).__name__}); send text or a JSON-encodable message"
-        return {"role": "assistant", "content": None, "tool_calls": [{"name": "invalid", "error": problem}]}
+        return refused_action(type(exc).__name__)
     return action

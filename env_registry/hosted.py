@@ -15,6 +15,7 @@ from typing import Any
 from trace_env.engine import StepResult
 from trace_env.sdk import Turn
 from sandbox import SandboxLimits, WorkerBadReply, open_sandbox
+from sandbox.errors import RequestNotEncodable
 from sandbox.base import Sandbox, Worker
 from sandbox.leftovers import reap_once
 from schemas.wire import MalformedReply, check_reply
@@ -49,6 +50,12 @@ def action_to_json(action: Any) -> Any:
     if isinstance(action, (bytes, bytearray)):
         return action.decode("utf-8", errors="replace")
     return str(action)
+
+
+def refused_action(cause: str) -> dict[str, Any]:
+    """What an action that cannot travel as JSON (a cycle, extreme nesting) becomes: a call the env refuses."""
+    problem = f"the action could not be encoded as JSON ({cause}); send text or a JSON-encodable message"
+    return {"role": "assistant", "content": None, "tool_calls": [{"name": "invalid", "error": problem}]}
 
 
 class SandboxedEnv:
@@ -127,7 +134,12 @@ class SandboxedRunner:
         return _step_result(self.hosted.call("truncate"))
 
     def step(self, action: Any) -> StepResult:
-        return _step_result(self.hosted.call("step", {"action": action_to_json(action)}))
+        """The action is made plain once and written as JSON once (by the worker client); one that cannot be
+        written is refused with a call the env answers with an error observation, and the episode goes on."""
+        try:
+            return _step_result(self.hosted.call("step", {"action": action_to_json(action)}))
+        except RequestNotEncodable as exc:
+            return _step_result(self.hosted.call("step", {"action": refused_action(exc.cause)}))
 
     def close(self) -> None:
         self.hosted.close()

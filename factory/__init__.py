@@ -25,15 +25,16 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["AnalyzeConfig", "FactoryError", "analyze", "build", "build_with_llm", "validate"]
 
 
-def validate(source: str, **options: Any) -> "ValidationReport":
-    """Run the validation gate on env source (see :func:`factory.validation.gate.validate_source`)."""
-    from factory.validation.gate import validate_source
+def validate(source: str, **gate: Any) -> "ValidationReport":
+    """Run the validation gate on env source; ``gate`` holds :class:`factory.validation.gate.Gate`'s settings
+    (``config``, ``backend``, ``limits``, ``progress``, ``calibration_policy``, ``calibration``)."""
+    from factory.validation.gate import Gate, validate_source
 
-    return validate_source(source, **options)
+    return validate_source(source, Gate(**gate))
 
 
 def build(capability: str, **options: Any) -> "BuildResult":
-    """Validate the built-in blueprint for ``capability`` and register it if it passes."""
+    """Validate the built-in blueprint for ``capability`` and register it if it passes (``gate=Gate(...)``)."""
     from factory.build import build_from_blueprint
 
     return build_from_blueprint(capability, **options)

@@ -22,12 +22,11 @@ from factory.analyze.catalogue import builtin_capabilities
 from factory.blueprints import blueprint_names, blueprint_source
 from llm_clients import LLMClient
 from factory.synthesis.loop import AttemptCallback, AttemptRecord, synthesize
-from factory.validation.gate import ProgressCallback, validate_source
-from sandbox import SandboxLimits
+from factory.validation.gate import Gate, validate_source
 from schemas.capability import Capability, CapabilityReport
 from schemas.manifest import Provenance
 from schemas.targets import builtin_target_ids, load_target
-from schemas.validation import ValidationConfig, ValidationReport
+from schemas.validation import ValidationReport
 
 BUILD_ROOT_ENV_VAR = "TRACE_FACTORY_BUILDS"
 MAX_ENV_FILE_BYTES = 1 << 20
@@ -147,15 +146,12 @@ def build_from_blueprint(
     capability: str,
     target: str | None = None,
     registry_root: str | Path | None = None,
-    backend: str = "auto",
-    config: ValidationConfig | None = None,
-    limits: SandboxLimits | None = None,
-    progress: ProgressCallback | None = None,
+    gate: Gate | None = None,
 ) -> BuildResult:
     """Validate the shipped blueprint for ``capability`` in the sandbox and register it if it passes."""
     started = time.perf_counter()
     source, declared = check_blueprint_request(capability, target)
-    report = validate_source(source, config=config, backend=backend, limits=limits, progress=progress)
+    report = validate_source(source, gate)
     provenance = Provenance(generator="blueprint", blueprint=capability, attempts=1)
     return _register_if_passed(source, report, provenance, registry_root, capability, declared, started)
 
@@ -173,10 +169,7 @@ def build_from_file(
     capability: str | None = None,
     target: str | None = None,
     registry_root: str | Path | None = None,
-    backend: str = "auto",
-    config: ValidationConfig | None = None,
-    limits: SandboxLimits | None = None,
-    progress: ProgressCallback | None = None,
+    gate: Gate | None = None,
 ) -> BuildResult:
     """Validate a user's own env module in the sandbox and register it if it passes (provenance ``file``).
 
@@ -194,7 +187,7 @@ def build_from_file(
             raise BuildError(
                 f"--from-file {path} declares {option} {declared!r}, not {wanted!r}; drop --{option} or fix the module"
             )
-    report = validate_source(source, config=config, backend=backend, limits=limits, progress=progress)
+    report = validate_source(source, gate)
     info = report.env_info or {}
     mismatch = next(
         (f"the module declares {key} {info.get(key)!r}, not {wanted!r}" for key, wanted in (("capability", capability), ("target", target))
@@ -215,11 +208,8 @@ def build_with_llm(
     registry_root: str | Path | None = None,
     build_root: Path | None = None,
     max_attempts: int = 5,
-    backend: str = "auto",
-    config: ValidationConfig | None = None,
-    limits: SandboxLimits | None = None,
+    gate: Gate | None = None,
     on_attempt: AttemptCallback | None = None,
-    progress: ProgressCallback | None = None,
 ) -> BuildResult:
     """Synthesise an env with ``llm`` (generate, validate, repair) and register it if one passes."""
     started = time.perf_counter()
@@ -227,8 +217,7 @@ def build_with_llm(
     build_dir = (build_root or default_build_root()) / f"{capability.name}-{stamp}"
     usage_before = llm.usage
     result = synthesize(
-        capability, load_target(target), llm, build_dir, max_attempts=max_attempts, config=config, backend=backend,
-        limits=limits, on_attempt=on_attempt, progress=progress,
+        capability, load_target(target), llm, build_dir, max_attempts=max_attempts, gate=gate, on_attempt=on_attempt,
     )
     usage = llm.usage
     provenance = Provenance(
@@ -237,7 +226,7 @@ def build_with_llm(
     if result.passed and result.source is not None and result.report is not None:
         built = _register_if_passed(result.source, result.report, provenance, registry_root, capability.name, target, started)
     else:
-        built = _unregistered(capability.name, target, "llm", result.report, registry_root, started, result.error, backend)
+        built = _unregistered(capability.name, target, "llm", result.report, registry_root, started, result.error, (gate or Gate()).backend)
     cost = None if usage.cost_usd is None or usage_before.cost_usd is None else round(usage.cost_usd - usage_before.cost_usd, 6)
     return built.model_copy(
         update={

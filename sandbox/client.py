@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Callable, Union
 
-from sandbox.errors import WorkerCrashed, WorkerError, WorkerTimeout, decode
+from sandbox.errors import RequestNotEncodable, WorkerCrashed, WorkerError, WorkerTimeout, decode
 from sandbox.replies import MAX_MESSAGE_BYTES, BadReply, LineSplitter, parse_message, printable
 
 _STDERR_TAIL_BYTES = 16 * 1024
@@ -243,7 +243,11 @@ class Worker:
             if self._dead_reason is not None:
                 raise WorkerCrashed(f"worker {self.name} is not running ({self._dead_reason})", self.stderr_tail())
             req_id = secrets.randbits(62)
-            line = json.dumps({"id": req_id, "method": method, "params": params or {}}, default=str) + "\n"
+            try:  # the one JSON encoding of a request
+                line = json.dumps({"id": req_id, "method": method, "params": params or {}}, default=str) + "\n"
+            except (ValueError, RecursionError) as exc:
+                cause = type(exc).__name__
+                raise RequestNotEncodable(f"call {method!r}: its params cannot be encoded as JSON ({cause})", cause) from None
             deadline = time.monotonic() + timeout_s
             self._noise = 0
             try:

@@ -12,6 +12,15 @@ class SandboxUnavailable(SandboxError):
     """The requested backend cannot run on this machine; the message says how to fix it."""
 
 
+class RequestNotEncodable(SandboxError, ValueError):
+    """A call's params cannot be written as JSON (a cycle, extreme nesting); nothing was sent, the worker is fine.
+    ``cause`` names the encoder's exception (ValueError, RecursionError)."""
+
+    def __init__(self, message: str, cause: str):
+        super().__init__(message)
+        self.cause = cause
+
+
 class WorkerFailure(SandboxError):
     """A persistent worker did not answer a call normally: the root of the three cases below."""
 

@@ -15,7 +15,7 @@ from llm_clients import make_client, parse_llm_spec
 from factory.testing.llm_server import RecordedRequest, ScriptedLLMServer
 from env_registry.policy import PolicyContext, llm_policy
 from factory.validation.calibration import CalibrationConfig, run_calibration
-from factory.validation.gate import validate_source
+from factory.validation.gate import Gate, validate_source
 from sandbox import available_backends
 from schemas.validation import ValidationConfig
 
@@ -76,8 +76,7 @@ def test_llm_endpoint_policy_through_the_gate(checked_source: str, tmp_path: Pat
     with ScriptedLLMServer(reply) as server:
         policy = llm_policy(make_client(parse_llm_spec("vllm:tiny-policy", base_url=server.openai_base_url), cache=False))
         report = validate_source(
-            checked_source, config=ValidationConfig(solvability_seeds=20, necessity_seeds=20, diversity_seeds=40, fuzz_examples=10),
-            backend=BACKEND, calibration_policy=policy, calibration=CalibrationConfig(seeds=4, group_size=4),
+            checked_source, Gate(config=ValidationConfig(solvability_seeds=20, necessity_seeds=20, diversity_seeds=40, fuzz_examples=10), backend=BACKEND, calibration_policy=policy, calibration=CalibrationConfig(seeds=4, group_size=4)),
         )
     calibration = next(c for c in report.checks if c.name == "calibration")
     assert calibration.required is False and "4 seeds x K=4" in calibration.figure

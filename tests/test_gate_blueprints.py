@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from factory.blueprints import blueprint_names, blueprint_source
-from factory.validation.gate import validate_source
+from factory.validation.gate import Gate, validate_source
 from sandbox import available_backends
 
 BACKENDS = available_backends()
@@ -16,7 +16,7 @@ BACKENDS = available_backends()
 def test_blueprint_passes_gate(name: str, backend: str) -> None:
     if BACKENDS.get(backend) is not None:
         pytest.skip(f"{backend} unavailable: {BACKENDS[backend]}")
-    report = validate_source(blueprint_source(name), backend=backend)
+    report = validate_source(blueprint_source(name), Gate(backend=backend))
     assert report.backend == backend
     assert report.passed, [(c.name, c.figure, c.message) for c in report.failures()]
     assert all(not c.skipped for c in report.checks)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.validation.gate import validate_source
+from factory.validation.gate import Gate, validate_source
 from sandbox import available_backends
 from schemas.validation import ValidationConfig
 
@@ -22,7 +22,7 @@ CHECKED = Path(__file__).resolve().parent / "gate" / "envs" / "tiny_checked.py"
 def test_previous_release_tiny_env_is_rejected_for_a_reward_hole(tiny_source: str) -> None:
     """tests/envs/tiny_cancel.py never reads what the agent says: reading the reservation and stopping earns
     0.75 of the reference (all of it on seeds to refuse). The old gate passed it; the exploit search does not."""
-    report = validate_source(tiny_source, config=FAST, backend=BACKEND)
+    report = validate_source(tiny_source, Gate(config=FAST, backend=BACKEND))
     assert {c.name for c in report.failures()} == {"exploit_search"}
     found = next(c for c in report.checks if c.name == "exploit_search")
     assert found.data["per_exploit"]["read_and_shrug"]["mean_share"] > 0.5
@@ -30,7 +30,7 @@ def test_previous_release_tiny_env_is_rejected_for_a_reward_hole(tiny_source: st
 
 
 def test_tiny_env_passes_the_gate() -> None:
-    report = validate_source(CHECKED.read_text(), config=FAST, backend=BACKEND)
+    report = validate_source(CHECKED.read_text(), Gate(config=FAST, backend=BACKEND))
     assert report.passed, [(c.name, c.message) for c in report.failures()]
     assert report.backend == BACKEND and report.backend_warning is None
     assert [c.name for c in report.checks] == [
@@ -44,7 +44,7 @@ def test_tiny_env_passes_the_gate() -> None:
 
 
 def test_syntax_error_is_reported_as_one_and_nothing_else_runs() -> None:
-    report = validate_source("from trace_env import sdk\n\ndef broken(:\n    pass\n", backend=BACKEND)
+    report = validate_source("from trace_env import sdk\n\ndef broken(:\n    pass\n", Gate(backend=BACKEND))
     static = report.checks[0]
     assert not report.passed and static.name == "static" and not static.passed
     assert static.figure == "syntax error at line 3" and "forbidden" not in static.figure

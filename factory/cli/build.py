@@ -189,6 +189,7 @@ def _build_one(
     max_attempts: int, build_dir: Path | None, registry: Path | None, sandbox: str, config: "ValidationConfig", as_json: bool,
     from_file: Path | None = None, expect_capability: str | None = None,
 ) -> "BuildResult":
+    from factory.validation.gate import Gate
     from factory.build import (
         build_from_blueprint,
         build_from_file,
@@ -204,12 +205,12 @@ def _build_one(
     if from_file is not None:
         read_env_file(from_file)  # a bad path fails here, before the bar
         with gate_progress(errors, f"validating {from_file.name}") as bar:
-            result = build_from_file(from_file, expect_capability, target, registry, backend=sandbox, config=config,
-                                     progress=bar.callback)
+            gate = Gate(config=config, backend=sandbox, progress=bar.callback)
+            result = build_from_file(from_file, expect_capability, target, registry, gate=gate)
     elif client is None:
         check_blueprint_request(name, target)
         with gate_progress(errors, f"validating {name}") as bar:
-            result = build_from_blueprint(name, target, registry, backend=sandbox, config=config, progress=bar.callback)
+            result = build_from_blueprint(name, target, registry, gate=Gate(config=config, backend=sandbox, progress=bar.callback))
         if not as_json:
             errors.print(f"{safe(name)}: built-in blueprint (no LLM configured)", highlight=False)
     else:
@@ -222,8 +223,8 @@ def _build_one(
                 bar.progress.update(bar.task, description=bar.label)
 
             result = build_with_llm(
-                chosen, chosen_target, client, registry, build_dir, max_attempts, backend=sandbox, config=config,
-                on_attempt=on_attempt, progress=bar.callback,
+                chosen, chosen_target, client, registry, build_dir, max_attempts,
+                gate=Gate(config=config, backend=sandbox, progress=bar.callback), on_attempt=on_attempt,
             )
     if not as_json:
         print_sandbox(result.sandbox, result.sandbox_warning)

@@ -157,14 +157,14 @@ def _source(reference: str | Path, registry: Path | None) -> tuple[str, str | No
 def _validate_one(title: str, label: str, source: str, config: Any, sandbox: str, policy: Any, calibration: Any,
                   as_json: bool, many: bool) -> EnvOutcome:  # fmt: skip
     from factory.cli.progress import gate_progress
-    from factory.validation.gate import validate_source
+    from factory.validation.gate import Gate, validate_source
     from factory.validation.progress import report_table
     from sandbox import SandboxError
 
     try:
         with gate_progress(errors, f"validating {title}", extra_checks=int(policy is not None)) as bar:
-            report = validate_source(source, config=config, backend=sandbox, progress=bar.callback,
-                                     calibration_policy=policy, calibration=calibration)  # fmt: skip
+            gate = Gate(config=config, backend=sandbox, progress=bar.callback, calibration_policy=policy, calibration=calibration)
+            report = validate_source(source, gate)
     except SandboxError as exc:
         if not many:
             fail(str(exc), code=1)

@@ -16,8 +16,7 @@ from pydantic import BaseModel, Field
 from llm_clients import LLMClient, LLMError
 from factory.synthesis.extract import NoCodeError, extract_env_code
 from factory.synthesis.prompts import SYSTEM_PROMPT, generation_prompt, prompt_hash, repair_prompt
-from factory.validation.gate import ProgressCallback, validate_source
-from sandbox import SandboxLimits
+from factory.validation.gate import Gate, validate_source
 from schemas.capability import Capability
 from schemas.target import TargetProfile
 from schemas.validation import ValidationConfig, ValidationReport
@@ -62,14 +61,12 @@ def synthesize(
     llm: LLMClient,
     build_dir: Path,
     max_attempts: int = 5,
-    config: ValidationConfig | None = None,
-    backend: str = "auto",
-    limits: SandboxLimits | None = None,
+    gate: Gate | None = None,
     on_attempt: AttemptCallback | None = None,
-    progress: ProgressCallback | None = None,
 ) -> SynthesisResult:
     """Ask ``llm`` for an env until one passes the gate or ``max_attempts`` run out. Never raises for bad replies."""
-    config = config or ValidationConfig()
+    gate = gate or Gate()
+    config = gate.config or ValidationConfig()
     started = time.perf_counter()
     build_dir.mkdir(parents=True, exist_ok=True)
     first_prompt = generation_prompt(capability, profile, config)
@@ -105,7 +102,7 @@ def synthesize(
             record.code_found = True
             (folder / "env.py").write_text(source, encoding="utf-8")
             notify(number, "validating")
-            report = validate_source(source, config=config, backend=backend, limits=limits, progress=progress)
+            report = validate_source(source, gate)
             (folder / "report.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
             identity_problem = _identity_problem(report, capability.name, profile.id)
             record.failed_checks = [c.name for c in report.failures() if not c.skipped]

@@ -17,6 +17,7 @@ import hashlib
 import math
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from env_registry.hosted import SandboxedEnv
@@ -44,20 +45,28 @@ def resolve_backend(backend: str) -> str:
     return next((name for name in AUTO_ORDER if usable.get(name) is None), backend)
 
 
-def validate_source(
-    source: str,
-    config: ValidationConfig | None = None,
-    backend: str = "auto",
-    limits: SandboxLimits | None = None,
-    progress: ProgressCallback | None = None,
-    calibration_policy: Policy | None = None,
-    calibration: CalibrationConfig | None = None,
-) -> ValidationReport:
-    """Validate env source. Never raises for a bad env: every defect becomes a failed check.
+@dataclass(frozen=True)
+class Gate:
+    """How the gate runs, as one object handed from the CLI through build and synthesis: its thresholds
+    (``config``), the sandbox (``backend``, ``limits``), who hears about each check (``progress``) and the
+    optional calibration (a ``calibration_policy`` with its ``calibration`` settings; reported, never required)."""
 
-    With ``calibration_policy`` the optional calibration check runs too (it is reported, never required).
-    """
-    config = config or ValidationConfig()
+    config: ValidationConfig | None = None
+    backend: str = "auto"
+    limits: SandboxLimits | None = None
+    progress: ProgressCallback | None = None
+    calibration_policy: Policy | None = None
+    calibration: CalibrationConfig | None = None
+
+    def validate(self, source: str) -> ValidationReport:
+        return validate_source(source, self)
+
+
+def validate_source(source: str, gate: Gate | None = None) -> ValidationReport:
+    """Validate env source. Never raises for a bad env: every defect becomes a failed check."""
+    gate = gate or Gate()
+    config, backend, limits = gate.config or ValidationConfig(), gate.backend, gate.limits
+    progress, calibration_policy, calibration = gate.progress, gate.calibration_policy, gate.calibration
     run_seed = config.run_seed if config.run_seed is not None else secrets.randbelow(2**31)
     notify = progress or (lambda name, result: None)
     started = time.perf_counter()

@@ -44,10 +44,11 @@ def adapters_dir(tiny_path: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 @pytest.fixture(scope="session")
 def gated_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from factory.build import build_from_blueprint
+    from factory.validation.gate import Gate
     from schemas.validation import ValidationConfig
 
     root = tmp_path_factory.mktemp("eval-registry")
     light = ValidationConfig(solvability_seeds=8, necessity_seeds=8, diversity_seeds=16, grpo_seeds=4, grpo_group_size=4, fuzz_examples=8)
-    result = build_from_blueprint(CAPABILITY, registry_root=root, config=light)
+    result = build_from_blueprint(CAPABILITY, registry_root=root, gate=Gate(config=light))
     assert result.registered, result.error
     return root

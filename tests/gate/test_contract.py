@@ -13,7 +13,7 @@ import pytest
 
 from env_registry.hosted import SandboxedEnv
 from factory.validation import gate as gate_module
-from factory.validation.gate import validate_source
+from factory.validation.gate import Gate, validate_source
 from fuzz import exploits
 from sandbox import available_backends
 from schemas.validation import ValidationConfig, ValidationReport
@@ -44,7 +44,7 @@ def verdict(report: ValidationReport) -> list[Any]:
 def test_envs_the_old_gate_rejected_pass(name: str) -> None:
     """An argument-level decision, a yes/no answer, a long task with per-item credit, a [-1, 1] reward and an
     env on its own tool domain that ends on a tool's outcome: each passes every check."""
-    report = validate_source(VALID[name].read_text(), config=ValidationConfig(**FAST), backend=BACKEND)
+    report = validate_source(VALID[name].read_text(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     assert report.passed, [(c.name, c.figure, c.message) for c in report.failures()]
     assert report.off_target == (name == "library_desk")
     if name == "signed_reward":
@@ -55,8 +55,8 @@ def test_one_lane_and_three_lanes_give_the_same_report() -> None:
     """The work spread over several workers changes nothing but the time it takes (a defective env, so the
     failing checks' counterexamples are compared too)."""
     source = DEFECTS["reward_ignores_which_reservation"].source()
-    one = validate_source(source, config=ValidationConfig(**{**FAST, "workers": 1}), backend=BACKEND)
-    three = validate_source(source, config=ValidationConfig(**{**FAST, "workers": 3}), backend=BACKEND)
+    one = validate_source(source, Gate(config=ValidationConfig(**{**FAST, "workers": 1}), backend=BACKEND))
+    three = validate_source(source, Gate(config=ValidationConfig(**{**FAST, "workers": 3}), backend=BACKEND))
     assert (one.workers, three.workers) == (1, 3)
     assert verdict(one) == verdict(three)
     assert not one.passed and "reward_sensitivity" in {c.name for c in one.failures()}
@@ -64,13 +64,13 @@ def test_one_lane_and_three_lanes_give_the_same_report() -> None:
 
 def test_seeds_are_drawn_anew_and_repeat_with_run_seed() -> None:
     config = {**FAST, "run_seed": None}
-    first = validate_source(DEFECTS["generate_raises_on_some_seeds"].source(), config=ValidationConfig(**config), backend=BACKEND)
-    second = validate_source(DEFECTS["generate_raises_on_some_seeds"].source(), config=ValidationConfig(**config), backend=BACKEND)
+    first = validate_source(DEFECTS["generate_raises_on_some_seeds"].source(), Gate(config=ValidationConfig(**config), backend=BACKEND))
+    second = validate_source(DEFECTS["generate_raises_on_some_seeds"].source(), Gate(config=ValidationConfig(**config), backend=BACKEND))
     assert first.run_seed is not None and second.run_seed is not None and first.run_seed != second.run_seed
     failing = [next(c for c in r.checks if c.name == "solvability").failing_seeds for r in (first, second)]
     assert failing[0] != failing[1] and all(s % 13 == 6 for f in failing for s in f)
     again = validate_source(DEFECTS["generate_raises_on_some_seeds"].source(),
-                            config=ValidationConfig(**{**FAST, "run_seed": first.run_seed}), backend=BACKEND)
+                            Gate(config=ValidationConfig(**{**FAST, "run_seed": first.run_seed}), backend=BACKEND))
     assert next(c for c in again.checks if c.name == "solvability").failing_seeds == failing[0]
 
 
@@ -89,11 +89,11 @@ def test_gate_only_behaviour_is_seen_and_training_behaves_as_the_gate_saw() -> N
     """An env that pays only after the reference was asked for fails the one-path check; an env that reads
     the old gate's hash seeds now sees training's conditions under the gate too, and fails there as it would
     in training."""
-    aware = validate_source(DEFECTS["gate_only_behaviour"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    aware = validate_source(DEFECTS["gate_only_behaviour"].source(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     determinism = next(c for c in aware.checks if c.name == "determinism")
     assert not determinism.passed and "fresh worker driven like training" in determinism.figure
     assert determinism.counterexample.seed is not None and determinism.counterexample.actions
-    hashing = validate_source(DEFECTS["reads_the_gate_hash_seed"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    hashing = validate_source(DEFECTS["reads_the_gate_hash_seed"].source(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     assert not next(c for c in hashing.checks if c.name == "solvability").passed
     with SandboxedEnv(DEFECTS["reads_the_gate_hash_seed"].source(), backend=BACKEND) as env:  # as training opens it
         seed = hashing.checks[5].failing_seeds[0] if hashing.checks[5].failing_seeds else 7
@@ -104,13 +104,13 @@ def test_gate_only_behaviour_is_seen_and_training_behaves_as_the_gate_saw() -> N
 
 
 def test_counterexamples_are_replayed_before_they_are_reported() -> None:
-    report = validate_source(DEFECTS["reward_ignores_which_reservation"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    report = validate_source(DEFECTS["reward_ignores_which_reservation"].source(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     check = next(c for c in report.checks if c.name == "reward_sensitivity")
     example = check.counterexample
     assert example is not None and example.reproduced is True and example.reward is not None
     # the seed it names is one on which no mutant of that kind fell (the old gate named a seed that passed)
     assert example.seed in [s for s in check.failing_seeds] or "corrupt" in example.detail or "drop" in example.detail
-    exploit = validate_source(DEFECTS["work_destroyed_afterwards"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    exploit = validate_source(DEFECTS["work_destroyed_afterwards"].source(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     found = next(c for c in exploit.checks if c.name == "exploit_search")
     assert not found.passed and found.counterexample.reproduced is True and found.counterexample.transcript
     assert any(m.get("role") == "tool" for m in found.counterexample.transcript)
@@ -120,7 +120,7 @@ def test_an_added_exploit_is_played_on_every_env(monkeypatch: pytest.MonkeyPatch
     """The library is extensible: a registered policy is played and judged like the built-in ones."""
     monkeypatch.setitem(exploits.EXPLOITS, "say_goodbye_twice", exploits.Exploit(
         "say_goodbye_twice", "policy", "two goodbyes", lambda x: [[exploits.say("Goodbye."), exploits.say("Bye!")]]))
-    report = validate_source(BASES["tiny"].read_text(), config=ValidationConfig(**FAST), backend=BACKEND)
+    report = validate_source(BASES["tiny"].read_text(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     found = next(c for c in report.checks if c.name == "exploit_search")
     assert "say_goodbye_twice" in found.data["per_exploit"] and found.data["closest"]
     assert found.passed
@@ -166,6 +166,6 @@ def test_a_step_that_sleeps_is_over_budget(monkeypatch: pytest.MonkeyPatch) -> N
     source = BASES["tiny"].read_text().replace(
         '    def get_reservation_details(self, state, reservation_id):\n',
         '    def get_reservation_details(self, state, reservation_id):\n        import time\n        time.sleep(0.12)\n')
-    report = validate_source(source, config=ValidationConfig(**FAST), backend=BACKEND)
+    report = validate_source(source, Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     budget = next(c for c in report.checks if c.name == "budget")
     assert not budget.passed and "step" in budget.message

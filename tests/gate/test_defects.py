@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from factory.validation.checks.context import draw_seeds
-from factory.validation.gate import CHECK_NAMES, validate_source
+from factory.validation.gate import CHECK_NAMES, Gate, validate_source
 from sandbox import available_backends
 from schemas.validation import ValidationConfig
 from tests.gate.defects import BASES, DEFECTS, HOSTILE, hostile_source
@@ -24,7 +24,7 @@ FAST = dict(solvability_seeds=40, necessity_seeds=40, diversity_seeds=40, determ
 
 
 def test_base_env_passes() -> None:
-    report = validate_source(BASES["desk"].read_text(), config=ValidationConfig(**FAST), backend=BACKEND)
+    report = validate_source(BASES["desk"].read_text(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     assert report.passed, [(c.name, c.figure, c.message) for c in report.failures()]
     assert [c.name for c in report.checks] == CHECK_NAMES
     assert all(c.seeds > 0 for c in report.checks if c.name not in ("static",)), [(c.name, c.seeds) for c in report.checks]
@@ -34,7 +34,7 @@ def test_base_env_passes() -> None:
 @pytest.mark.parametrize("name", sorted(DEFECTS))
 def test_defect_is_rejected_by_the_right_check(name: str) -> None:
     defect = DEFECTS[name]
-    report = validate_source(defect.source(), config=ValidationConfig(**{**FAST, **defect.config}), backend=BACKEND)
+    report = validate_source(defect.source(), Gate(config=ValidationConfig(**{**FAST, **defect.config}), backend=BACKEND))
     assert not report.passed and report.status == "failed"
     failed = {c.name: c for c in report.failures()}
     caught_by = defect.check if defect.check in failed else next((c for c in defect.instead if c in failed), None)
@@ -52,7 +52,7 @@ def test_defect_is_rejected_by_the_right_check(name: str) -> None:
 def test_solvability_lists_every_failing_seed() -> None:
     defect = DEFECTS["generate_raises_on_some_seeds"]
     config = ValidationConfig(**FAST)
-    report = validate_source(defect.source(), config=config, backend=BACKEND)
+    report = validate_source(defect.source(), Gate(config=config, backend=BACKEND))
     check = next(c for c in report.checks if c.name == "solvability")
     seeds = draw_seeds(config.run_seed, config.first_seed, 200)[: config.solvability_seeds]
     expected = [s for s in seeds if s % 13 == 6]
@@ -62,14 +62,14 @@ def test_solvability_lists_every_failing_seed() -> None:
 
 def test_fuzzed_counterexample_is_shrunk() -> None:
     """Hypothesis shrinks the crash on malformed input to a single call."""
-    report = validate_source(DEFECTS["crash_on_malformed_input"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    report = validate_source(DEFECTS["crash_on_malformed_input"].source(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     check = next(c for c in report.checks if c.name == "robustness")
     assert len(check.counterexample.actions) == 1
     assert "KeyError" in check.counterexample.detail
 
 
 def test_budget_failure_ends_the_gate_early() -> None:
-    report = validate_source(DEFECTS["generate_slow_on_every_seed"].source(), config=ValidationConfig(**FAST), backend=BACKEND)
+    report = validate_source(DEFECTS["generate_slow_on_every_seed"].source(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     budget = next(c for c in report.checks if c.name == "budget")
     assert not budget.passed and not budget.skipped and "generate" in budget.message
     others = [c for c in report.checks if c.name not in ("static", "budget")]
@@ -81,7 +81,7 @@ def test_budget_failure_ends_the_gate_early() -> None:
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_gate_never_raises_for_a_hostile_env(name: str) -> None:
     config = ValidationConfig(**FAST, rpc_timeout_s=3, load_timeout_s=2)
-    report = validate_source(hostile_source(name), config=config, backend=BACKEND)
+    report = validate_source(hostile_source(name), Gate(config=config, backend=BACKEND))
     assert not report.passed
     assert [c.name for c in report.checks] == CHECK_NAMES
     failures = report.failures()
@@ -92,7 +92,7 @@ def test_gate_never_raises_for_a_hostile_env(name: str) -> None:
 
 
 def test_env_that_fails_to_load_skips_the_rest_and_names_the_backend() -> None:
-    report = validate_source(hostile_source("import_hangs"), config=ValidationConfig(load_timeout_s=2, run_seed=1), backend="auto")
+    report = validate_source(hostile_source("import_hangs"), Gate(config=ValidationConfig(load_timeout_s=2, run_seed=1), backend="auto"))
     assert report.backend in ("bwrap", "docker")
     interface = next(c for c in report.checks if c.name == "interface")
     assert not interface.passed and not interface.skipped and "load" in interface.message

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from env_registry.registry import Registry
-from factory.validation.gate import validate_source
+from factory.validation.gate import Gate, validate_source
 from schemas.validation import ValidationConfig
 
 TINY_ENV = Path(__file__).resolve().parents[1] / "gate" / "envs" / "tiny_checked.py"  # passes the whole gate
@@ -32,7 +32,7 @@ def variant_source(capability: str, description: str) -> str:
 
 def register_gated(root: Path, source: str) -> None:
     """What `factory build` does: validate in the sandbox, register only if the gate passes."""
-    report = validate_source(source, config=LIGHT_GATE)
+    report = validate_source(source, Gate(config=LIGHT_GATE))
     assert report.passed, [c.message for c in report.checks if not c.passed]
     info = report.env_info
     Registry(root).put(

@@ -19,7 +19,7 @@ from _sbx import backend_reason
 
 from env_registry.hosted import SandboxedEnv
 from factory.validation import gate
-from factory.validation.gate import validate_source
+from factory.validation.gate import Gate, validate_source
 from sandbox import SandboxLimits, WorkerCrashed, WorkerFailure
 from schemas.validation import ValidationConfig
 
@@ -93,13 +93,13 @@ def test_swapping_the_engine_during_a_call_is_caught_and_stops_the_worker(backen
 def test_forged_protocol_env_fails_the_gate(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """With the static check patched away (a lint bypass), the forging env still fails, at load."""
     monkeypatch.setattr(gate, "check_source", lambda source: [])
-    report = validate_source(env_with(FORGE_JSON), config=SMALL, backend=CONTAINED[0], limits=LIMITS)
+    report = validate_source(env_with(FORGE_JSON), Gate(config=SMALL, backend=CONTAINED[0], limits=LIMITS))
     assert not report.passed
     interface = next(c for c in report.checks if c.name == "interface")
     assert not interface.passed and "changed trusted code" in interface.message
     # and the lint alone refuses it too
     monkeypatch.undo()
-    report = validate_source(env_with(FORGE_JSON), config=SMALL, backend=CONTAINED[0], limits=LIMITS)
+    report = validate_source(env_with(FORGE_JSON), Gate(config=SMALL, backend=CONTAINED[0], limits=LIMITS))
     assert not report.passed and not report.checks[0].passed
 
 

@@ -21,13 +21,13 @@ def register_env_file(root: Path, path: Path, validate: bool = True) -> str:
     """Register an env module the way `factory build` does: gate first, registry only if it passes."""
     from env_registry.registration import register_all
     from env_registry.registry import Registry
-    from factory.validation.gate import validate_source
+    from factory.validation.gate import Gate, validate_source
     from schemas.manifest import Provenance
     from trace_env.loader import load_env
 
     source = path.read_text()
     if validate:
-        report = validate_source(source, backend=os.environ.get("TRACE_FACTORY_SANDBOX", "auto"))
+        report = validate_source(source, Gate(backend=os.environ.get("TRACE_FACTORY_SANDBOX", "auto")))
         assert report.passed, [c for c in report.checks if not c.passed]
         info = report.env_info
         assert info is not None

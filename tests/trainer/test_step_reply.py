@@ -74,3 +74,46 @@ def test_the_wall_refuses_a_step_whose_messages_are_malformed() -> None:
     reply["info"] = {"new_messages": [{"role": "user", "content": "hi"}], "anything": {"else": 1}}
     info = check_reply("step", reply)["info"]
     assert info == reply["info"] and info.checked.new_messages == [{"role": "user", "content": "hi"}]
+
+
+def test_an_action_is_made_plain_once_and_encoded_once_per_step(wifi_env: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gym.make's env hands a sandboxed runner the action as given; the runner makes it plain once and the
+    worker client writes it as JSON once. An action that cannot be written still gets an error observation."""
+    import json
+
+    import gymnasium as gym
+
+    import sandbox.client as client
+
+    plain: list[Any] = []
+    encoded: list[str] = []
+    real_plain, real_dumps = hosted.action_to_json, json.dumps
+
+    def spy_plain(action: Any) -> Any:
+        plain.append(action)
+        return real_plain(action)
+
+    class SpyJSON:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(json, name)
+
+        @staticmethod
+        def dumps(obj: Any, *args: Any, **kwargs: Any) -> str:
+            text = real_dumps(obj, *args, **kwargs)
+            if isinstance(obj, dict) and obj.get("method") == "step":
+                encoded.append(text)
+            return text
+
+    env = gym.make(wifi_env, sandbox="bwrap")
+    try:
+        env.reset(seed=3)
+        monkeypatch.setattr(hosted, "action_to_json", spy_plain)
+        monkeypatch.setattr(client, "json", SpyJSON())
+        env.step({"role": "assistant", "content": "Let me look."})
+        assert (len(plain), len(encoded)) == (1, 1)
+        cyclic: dict[str, Any] = {"role": "assistant"}
+        cyclic["self"] = cyclic
+        observation, *_ = env.step(cyclic)
+        assert "could not be encoded as JSON (ValueError)" in observation
+    finally:
+        env.close()

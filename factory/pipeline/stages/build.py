@@ -72,17 +72,19 @@ class BuildStage(Stage):
 
     def _build(self, ctx: StageContext, item: PlannedCapability) -> Any:
         from factory.build import build_from_blueprint, build_with_llm
+        from factory.validation.gate import Gate
         from schemas.capability import Capability
 
-        b, registry, gate = ctx.config.build, ctx.config.registry_path(), ctx.config.build.gate_config()
+        b, registry = ctx.config.build, ctx.config.registry_path()
+        gate = Gate(config=b.gate_config(), backend=ctx.config.sandbox)
         if b.llm is None:
-            return build_from_blueprint(item.name, registry_root=registry, backend=ctx.config.sandbox, config=gate)
+            return build_from_blueprint(item.name, registry_root=registry, gate=gate)
         from llm_clients.spec import make_client, parse_llm_spec
 
         client = make_client(parse_llm_spec(b.llm, base_url=b.base_url))
         capability = Capability(name=item.name, description=item.description)
         return build_with_llm(capability, item.target, client, registry_root=registry, build_root=ctx.folder / "attempts",
-                              max_attempts=b.max_attempts, backend=ctx.config.sandbox, config=gate)  # fmt: skip
+                              max_attempts=b.max_attempts, gate=gate)  # fmt: skip
 
     @staticmethod
     def _still_registered(result: Any, registry: Any) -> bool:
