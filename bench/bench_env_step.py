@@ -16,8 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree, whatever is installed
 
 from trace_env.loader import load_env
 from trace_env.engine import EpisodeRunner
