@@ -74,6 +74,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: on a busy machine more threads spin-wait)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
+                        help="any other training setting, as `factory train --set` (e.g. rollout.temperature=0.6); repeatable")
     for key, value in PRESETS["tiny"].items():
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None)
     args = parser.parse_args()
@@ -96,7 +98,7 @@ def main() -> None:
         "grpo.gradient_checkpointing=true", f"rollout.max_new_tokens={preset['max_new_tokens']}", "rollout.max_seq_len=4096",
         "rollout.compact_tools=true", f"warm_start.steps={preset['warm_steps']}", f"warm_start.lr={preset['warm_lr']}",
         f"warm_start.batch_size={preset['warm_batch']}", f"heldout.seeds={preset['heldout']}", f"heldout.every={preset['every']}",
-        "save_every=1000",
+        "save_every=1000", *args.extra,
     ]
     config = load_config(None, settings, output_dir=str(out), **model_settings(args.model), **{"grpo.iterations": preset["iterations"]})
 
