@@ -18,27 +18,16 @@ from pydantic import BaseModel, ValidationError
 
 from factory.errors import FactoryError
 from factory.evaluate.schema import ADAPTER_PREFIX, ARM_BASE, EvalError
+from trainer.heldout import HeldoutResult
 
 
-class HeldoutArm(BaseModel):
-    """One arm's held-out figures: the mean over ``valid`` episodes and its 95% interval (bootstrap over seeds)."""
+class HeldoutArm(HeldoutResult):
+    """One arm's held-out figures (``trainer.heldout.HeldoutResult``), named, with its difference from the base."""
 
     arm: str
     adapter: str | None = None
-    mean: float | None = None
-    low: float | None = None
-    high: float | None = None
-    success_rate: float | None = None
-    valid: int = 0
-    episodes: int = 0
-    errors: int = 0
-    seconds: float = 0.0
     delta: float | None = None
     error: str | None = None
-    turns: float | None = None
-    components: dict[str, float] = {}
-    rewards: dict[int, list[float]] = {}
-    generated: dict[int, list[int]] = {}
 
 
 class HeldoutReport(BaseModel):
