@@ -46,6 +46,8 @@ class HeldoutResult(BaseModel):
     components: dict[str, float] = {}
     """Mean of each reward component (and gate) over the valid episodes: which part of the task failed."""
     turns: float | None = None
+    cut_turns: int = 0
+    """Turns cut at ``rollout.max_new_tokens``: a policy whose turns never end scores on the env's floor."""
 
 
 def heldout_seeds(settings: HeldoutSettings) -> list[int]:
@@ -102,7 +104,8 @@ def summarise(rollouts: list[Rollout], success_reward: float, seconds: float = 0
     components = {k: round(sum(r.reward_components.get(k, 0.0) for r in valid) / len(valid), 4) for k in names}
     result = HeldoutResult(episodes=len(rollouts), valid=len(rewards), errors=sum(r.termination == "infrastructure_error" for r in rollouts),
                            seconds=round(seconds, 3), rewards=by_seed, generated=generated, components=components,
-                           turns=round(sum(r.turns for r in valid) / len(valid), 2) if valid else None)
+                           turns=round(sum(r.turns for r in valid) / len(valid), 2) if valid else None,
+                           cut_turns=sum(r.cut_turns for r in rollouts))
     if rewards:
         result.mean = sum(rewards) / len(rewards)
         result.low, result.high = bootstrap_interval(list(by_seed.values()))

@@ -137,7 +137,7 @@ def run_heldout(env_id: str, config: Any, adapters: dict[str, str], arms: list[s
 
 
 def columns() -> list[str]:
-    return ["arm", "held-out reward [95%]", "success", "n", "Δ base"]
+    return ["arm", "held-out reward [95%]", "success", "n", "cut turns", "Δ base"]
 
 
 def rows(report: HeldoutReport) -> list[dict[str, str]]:
@@ -147,7 +147,8 @@ def rows(report: HeldoutReport) -> list[dict[str, str]]:
         success = "—" if arm.success_rate is None else f"{arm.success_rate:.0%}"
         n = "failed" if arm.error else f"{arm.valid}/{arm.episodes}" + (f" ({arm.errors} errors)" if arm.errors else "")
         delta = "" if arm.delta is None else f"{arm.delta:+.3f}"
-        out.append({"arm": arm.arm, "held-out reward [95%]": mean, "success": success, "n": n, "Δ base": delta})
+        out.append({"arm": arm.arm, "held-out reward [95%]": mean, "success": success, "n": n, "cut turns": "" if arm.error else str(arm.cut_turns),
+                    "Δ base": delta})
     return out
 
 

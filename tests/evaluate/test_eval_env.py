@@ -51,7 +51,8 @@ def test_env_arms_are_the_trainers_heldout_evaluation(tiny_path: Path, adapters_
         assert arm["valid"] == 2 and arm["error"] is None
         assert {int(k): v for k, v in arm["rewards"].items()} == truth.rewards and arm["mean"] == truth.mean
         assert {int(k): v for k, v in arm["generated"].items()} == truth.generated and arm["components"] == truth.components
-        assert arm["low"] <= arm["mean"] <= arm["high"]
+        assert arm["low"] <= arm["mean"] <= arm["high"] and arm["cut_turns"] == truth.cut_turns
+    assert report["arms"][0]["cut_turns"] > 0  # 8 tokens a turn: the untrained model's turns run to the limit
     adapter_arm = report["arms"][1]
     assert adapter_arm["generated"] != report["arms"][0]["generated"]  # the adapter arm really ran the adapter
     assert adapter_arm["delta"] == pytest.approx(adapter_arm["mean"] - report["arms"][0]["mean"])
