@@ -44,6 +44,7 @@ def eval_command(
     target: Annotated[Optional[list[str]], typer.Option("--target", help="tau2-airline, tau2-retail and/or toolsandbox (repeat: the paper's τ² overall is over airline and retail; ToolSandbox is reported beside it).")] = None,
     env: Annotated[Optional[str], typer.Option("--env", help="Instead of --target: a registered env (NAME or trace/NAME-vN); the base and each adapter alone are evaluated on its held-out seeds, as `factory train` does.")] = None,
     heldout_seeds: Annotated[Optional[int], typer.Option("--heldout-seeds", min=1, help="With --env: how many held-out seeds (default: the adapter's training run's, else 16).")] = None,
+    compact_tools: Annotated[Optional[bool], typer.Option("--compact-tools/--schema-tools", help="With --env: tools as one signature line each, or as JSON schemas (default: the training run's, else schemas).")] = None,
     first_seed: Annotated[Optional[int], typer.Option("--first-seed", min=0, help="With --env: the first held-out seed (default: the training run's, else 2000000; never a seed the run trained on).")] = None,
     adapters_dir: Annotated[Optional[Path], typer.Option("--adapters", help="Folder with one adapter per capability, named after it: a PEFT adapter folder, or a `factory train` run folder.")] = None,
     adapter: Annotated[Optional[list[str]], typer.Option("--adapter", help="One adapter as CAPABILITY=PATH (repeatable).")] = None,
@@ -103,8 +104,8 @@ def eval_command(
         return
     if not target:
         fail("name what to evaluate: --target tau2-airline (τ² / ToolSandbox tasks) or --env NAME (a registered env's held-out seeds)")
-    if heldout_seeds is not None or first_seed is not None:
-        fail("--heldout-seeds and --first-seed go with --env (a registered env's held-out seeds), not with --target")
+    if heldout_seeds is not None or first_seed is not None or compact_tools is not None:
+        fail("--heldout-seeds, --first-seed and --compact-tools go with --env (a registered env's held-out seeds), not with --target")
     wanted = [a.strip() for a in arms.split(",") if a.strip()]
     try:
         config = _config(locals(), wanted)
