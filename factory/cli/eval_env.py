@@ -32,7 +32,7 @@ def eval_env(args: dict[str, Any]) -> None:
     """Run ``factory eval --env`` from the command's arguments (``locals()`` of ``eval_command``)."""
     from factory.cli.eval import _adapters
     from factory.cli.paths import PathProblem, preflight_folder
-    from factory.evaluate.heldout import heldout_config, run_heldout
+    from factory.evaluate.heldout import heldout_config
     from factory.preflight import model_problem
 
     wanted = [a.strip() for a in args["arms"].split(",") if a.strip()]
@@ -45,7 +45,8 @@ def eval_env(args: dict[str, Any]) -> None:
         adapters = _adapters(args["adapters_dir"], args["adapter"])
         overrides = {"heldout.seeds": args["heldout_seeds"], "heldout.first_seed": args["first_seed"],
                      "heldout.samples": args["trials"], "heldout.temperature": args["temperature"],
-                     "rollout.max_new_tokens": args["max_tokens"], "rollout.compact_tools": args["compact_tools"], "sandbox": None if args["sandbox"] == "auto" else args["sandbox"],
+                     "rollout.max_new_tokens": args["max_tokens"], "rollout.compact_tools": args["compact_tools"],
+                     "sandbox": None if args["sandbox"] == "auto" else args["sandbox"],
                      "dtype": args["dtype"] if args["dtype"] != "auto" else None}  # fmt: skip
         config, source = heldout_config(env_id, adapters, args["model"], {k: v for k, v in overrides.items() if "." in k})
         config = config.model_copy(update={k: v for k, v in overrides.items() if "." not in k and v is not None})
