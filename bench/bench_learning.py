@@ -23,9 +23,11 @@ safetensors folder. Run it with ``nice`` on a shared machine: it uses both cores
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -91,6 +93,7 @@ def main() -> None:
     if out.exists() and any(out.iterdir()):
         sys.exit(f"{out} holds an earlier run; remove it or pass another --out")
     registry = Path(tempfile.mkdtemp(prefix="bench-learning-registry-"))
+    atexit.register(shutil.rmtree, registry, True)  # the registered env is the run's own; nothing left in /tmp
     os.environ["TRACE_FACTORY_REGISTRY"] = str(registry)
     env_id = register(args.capability, registry)
     settings = [
