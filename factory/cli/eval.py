@@ -32,14 +32,6 @@ def split_task_ids(values: list[str] | None, targets: list[str]) -> dict[str, li
     return chosen
 
 
-def _adapters(adapters_dir: Path | None, flags: list[str] | None) -> dict[str, str]:
-    from router.loading import adapters_in, parse_adapter_flags
-
-    found = {k: str(v) for k, v in adapters_in(adapters_dir).items()} if adapters_dir else {}
-    found.update({k: str(v) for k, v in parse_adapter_flags(flags or []).items()})
-    return found
-
-
 def eval_command(
     target: Annotated[Optional[list[str]], typer.Option("--target", help="tau2-airline, tau2-retail and/or toolsandbox (repeat: the paper's τ² overall is over airline and retail; ToolSandbox is reported beside it).")] = None,
     env: Annotated[Optional[str], typer.Option("--env", help="Instead of --target: a registered env (NAME or trace/NAME-vN); the base and each adapter alone are evaluated on its held-out seeds, as `factory train` does.")] = None,
@@ -149,13 +141,14 @@ def _preflight(config: "EvalConfig") -> None:
 
 def _config(args: dict[str, Any], wanted: list[str]) -> "EvalConfig":
     from factory.evaluate.schema import EvalConfig, EvalTarget
+    from router.loading import adapters_given
     from router.schema import RouterConfig
 
     targets = list(dict.fromkeys(args["target"]))
     ids = split_task_ids(args["task_ids"], targets)
     return EvalConfig(
         targets=[EvalTarget(name=t, task_ids=ids[t], limit=args["limit"]) for t in targets],
-        out=args["out"], arms=wanted, model=args["model"], adapters=_adapters(args["adapters_dir"], args["adapter"]),
+        out=args["out"], arms=wanted, model=args["model"], adapters=adapters_given(args["adapters_dir"], args["adapter"]),
         menu=str(args["menu"]) if args["menu"] else None,
         capabilities=str(args["capabilities"]) if args["capabilities"] else None,
         registry=str(args["registry"]) if args["registry"] else None, sandbox=args["sandbox"],

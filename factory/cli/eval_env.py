@@ -10,7 +10,7 @@ import typer
 
 from factory.cli.common import console, emit_json, errors, fail, interrupted, parse_env_ref, safe
 from factory.cli.summary import summary_table
-from factory.errors import FactoryError
+from schemas.errors import FactoryError
 
 ENV_ARMS = ("base", "adapters")
 
@@ -30,10 +30,10 @@ def _env_id(env: str, registry: Path | None) -> str:
 
 def eval_env(args: dict[str, Any]) -> None:
     """Run ``factory eval --env`` from the command's arguments (``locals()`` of ``eval_command``)."""
-    from factory.cli.eval import _adapters
     from factory.cli.paths import PathProblem, preflight_folder
     from factory.evaluate.heldout import heldout_config
     from factory.preflight import model_problem
+    from router.loading import adapters_given
 
     wanted = [a.strip() for a in args["arms"].split(",") if a.strip()]
     unknown = [a for a in wanted if a not in (*ENV_ARMS, "routed")]
@@ -42,7 +42,7 @@ def eval_env(args: dict[str, Any]) -> None:
     wanted = [a for a in wanted if a in ENV_ARMS]  # routing picks among envs' adapters per τ² task; one env has no choice to make
     env_id = _env_id(args["env"], args["registry"])
     try:
-        adapters = _adapters(args["adapters_dir"], args["adapter"])
+        adapters = adapters_given(args["adapters_dir"], args["adapter"])
         overrides = {"heldout.seeds": args["heldout_seeds"], "heldout.first_seed": args["first_seed"],
                      "heldout.samples": args["trials"], "heldout.temperature": args["temperature"],
                      "rollout.max_new_tokens": args["max_tokens"], "rollout.compact_tools": args["compact_tools"],

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from factory.errors import FactoryError
+from schemas.errors import FactoryError, validation_message
 from factory.evaluate.schema import ADAPTER_PREFIX, ARM_BASE, EvalError
 from trainer.heldout import HeldoutResult
 
@@ -90,9 +90,7 @@ def heldout_config(env_id: str, adapters: dict[str, str], model: str | None, ove
     try:
         return TrainConfig.model_validate(data), str(Path(source).parent / "run.json") if source else None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise EvalError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
+        raise EvalError(validation_message(exc)) from None
     except TrainError as exc:
         raise EvalError(str(exc)) from None
 
