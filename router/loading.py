@@ -59,6 +59,13 @@ def parse_adapter_flags(flags: Iterable[str]) -> dict[str, Path]:
     return out
 
 
+def adapters_given(folder: Path | None, flags: Iterable[str] | None) -> dict[str, str]:
+    """The adapters of ``--adapters FOLDER`` and ``--adapter NAME=PATH`` together (a flag wins over the folder)."""
+    found = {k: str(v) for k, v in adapters_in(folder).items()} if folder else {}
+    found.update({k: str(v) for k, v in parse_adapter_flags(flags or []).items()})
+    return found
+
+
 def adapter_base_model(adapters: dict[str, Path]) -> str | None:
     """The base model all adapters were trained on (``base_model_name_or_path``), if they agree."""
     bases: dict[str, str] = {}

@@ -41,6 +41,13 @@ class HeldoutResult(BaseModel):
     errors: int = 0
     seconds: float = 0.0
     rewards: dict[int, list[float]] = {}
+    generated: dict[int, list[int]] = {}
+    """Tokens the policy generated per episode, by seed: two models that score alike still differ here."""
+    components: dict[str, float] = {}
+    """Mean of each reward component (and gate) over the valid episodes: which part of the task failed."""
+    turns: float | None = None
+    cut_turns: int = 0
+    """Turns cut at ``rollout.max_new_tokens``: a policy whose turns never end scores on the env's floor."""
 
 
 def heldout_seeds(settings: HeldoutSettings) -> list[int]:
@@ -87,12 +94,18 @@ def evaluate(
 def summarise(rollouts: list[Rollout], success_reward: float, seconds: float = 0.0) -> HeldoutResult:
     """``success_reward`` is a reward on the env's own scale (:meth:`EnvPool.success_at`)."""
     by_seed: dict[int, list[float]] = {}
-    for r in rollouts:
-        if r.trainable:
-            by_seed.setdefault(r.seed, []).append(r.reward)
+    generated: dict[int, list[int]] = {}
+    valid = [r for r in rollouts if r.trainable]
+    for r in valid:
+        by_seed.setdefault(r.seed, []).append(r.reward)
+        generated.setdefault(r.seed, []).append(r.generated_tokens)
     rewards = [x for group in by_seed.values() for x in group]
+    names = sorted({k for r in valid for k in r.reward_components})
+    components = {k: round(sum(r.reward_components.get(k, 0.0) for r in valid) / len(valid), 4) for k in names}
     result = HeldoutResult(episodes=len(rollouts), valid=len(rewards), errors=sum(r.termination == "infrastructure_error" for r in rollouts),
-                           seconds=round(seconds, 3), rewards=by_seed)
+                           seconds=round(seconds, 3), rewards=by_seed, generated=generated, components=components,
+                           turns=round(sum(r.turns for r in valid) / len(valid), 2) if valid else None,
+                           cut_turns=sum(r.cut_turns for r in rollouts))
     if rewards:
         result.mean = sum(rewards) / len(rewards)
         result.low, result.high = bootstrap_interval(list(by_seed.values()))

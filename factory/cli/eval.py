@@ -1,4 +1,5 @@
-"""``factory eval``: the base model, each adapter alone, and the routed set on τ², side by side."""
+"""``factory eval``: the base model, each adapter alone, and the routed set on τ², side by side (or, with
+``--env``, the base and each adapter on a registered env's held-out seeds: ``factory/cli/eval_env.py``)."""
 
 from __future__ import annotations
 
@@ -31,16 +32,12 @@ def split_task_ids(values: list[str] | None, targets: list[str]) -> dict[str, li
     return chosen
 
 
-def _adapters(adapters_dir: Path | None, flags: list[str] | None) -> dict[str, str]:
-    from router.loading import adapters_in, parse_adapter_flags
-
-    found = {k: str(v) for k, v in adapters_in(adapters_dir).items()} if adapters_dir else {}
-    found.update({k: str(v) for k, v in parse_adapter_flags(flags or []).items()})
-    return found
-
-
 def eval_command(
-    target: Annotated[list[str], typer.Option("--target", help="tau2-airline, tau2-retail and/or toolsandbox (repeat: the paper's τ² overall is over airline and retail; ToolSandbox is reported beside it).")],
+    target: Annotated[Optional[list[str]], typer.Option("--target", help="tau2-airline, tau2-retail and/or toolsandbox (repeat: the paper's τ² overall is over airline and retail; ToolSandbox is reported beside it).")] = None,
+    env: Annotated[Optional[str], typer.Option("--env", help="Instead of --target: a registered env (NAME or trace/NAME-vN); the base and each adapter alone are evaluated on its held-out seeds, as `factory train` does.")] = None,
+    heldout_seeds: Annotated[Optional[int], typer.Option("--heldout-seeds", min=1, help="With --env: how many held-out seeds (default: the adapter's training run's, else 16).")] = None,
+    compact_tools: Annotated[Optional[bool], typer.Option("--compact-tools/--schema-tools", help="With --env: tools as one signature line each, or as JSON schemas (default: the training run's, else schemas).")] = None,
+    first_seed: Annotated[Optional[int], typer.Option("--first-seed", min=0, help="With --env: the first held-out seed (default: the training run's, else 2000000; never a seed the run trained on).")] = None,
     adapters_dir: Annotated[Optional[Path], typer.Option("--adapters", help="Folder with one adapter per capability, named after it: a PEFT adapter folder, or a `factory train` run folder.")] = None,
     adapter: Annotated[Optional[list[str]], typer.Option("--adapter", help="One adapter as CAPABILITY=PATH (repeatable).")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Base model folder or hub id (default: the adapters' base model).")] = None,
@@ -57,7 +54,7 @@ def eval_command(
     load_adapters: Annotated[bool, typer.Option("--load-adapters", help="With --engine server: load each adapter into vLLM first (runtime LoRA API).")] = False,
     user: Annotated[str, typer.Option("--user", help="Simulated user: scripted or an LLM spec.")] = "scripted",
     judge: Annotated[Optional[str], typer.Option("--judge", help="LLM that judges NL assertions; without it they are reported as not judged.")] = None,
-    trials: Annotated[int, typer.Option("--trials", min=1, help="Episodes per task.")] = 1,
+    trials: Annotated[int, typer.Option("--trials", min=1, help="Episodes per task (with --env: per held-out seed).")] = 1,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Agent turns before an episode is cut.")] = 100,
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Tokens per agent turn (hf default 512).")] = None,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy).")] = 0.0,
@@ -71,9 +68,11 @@ def eval_command(
     sandbox: SandboxOption = "auto",
     as_json: JsonOption = False,
 ) -> None:
-    """Evaluate the base model, each adapter alone and the routed set on τ² and ToolSandbox (TRACE's evaluation).
+    """Evaluate the base model, each adapter alone and the routed set on τ² and ToolSandbox (TRACE's evaluation), or on a registered env's held-out seeds (--env).
 
     Every arm is a `factory rollout` run with the same tasks, user and seeds: its trajectories are kept under --out/arms/ARM/TARGET for `factory analyze`. One base model serves every arm; adapters are switched with PEFT, and the routed arm asks the router (frozen base model, adapters disabled) per task. Reports τ² pass rate per domain and overall (solved over the union of the domains' tasks, as in the paper) and, with --target toolsandbox (Apple's ToolSandbox installed), ToolSandbox's mean similarity and perfect scenarios with 95% intervals: a table, a PNG bar chart and results.json.
+
+    With --env instead of --target: the base model and each adapter alone on the env's held-out seeds (seeds `factory train` never trains on), with the trainer's renderer and engine, greedy by default; an adapter from a `factory train` run is evaluated with that run's settings (run.json: base model, compact tools, tokens per turn, held-out seeds). Reports the mean reward with a 95% interval, success rate and episode count per arm: a table, heldout.png and results.json.
 
     Examples:
 
@@ -84,8 +83,21 @@ def eval_command(
     factory eval --target tau2-airline --target tau2-retail --target toolsandbox --adapters runs/ --menu menu.json
 
     factory eval --target tau2-retail --adapters adapters/ --menu menu.json --engine server --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B --load-adapters
+
+    factory eval --env precondition_verification --heldout-seeds 16 --adapters runs/ --out eval-heldout
     """
     check_backend(sandbox)
+    if env is not None:
+        if target:
+            fail("pass either --target (τ² / ToolSandbox tasks) or --env (a registered env's held-out seeds), not both")
+        from factory.cli.eval_env import eval_env
+
+        eval_env(locals())
+        return
+    if not target:
+        fail("name what to evaluate: --target tau2-airline (τ² / ToolSandbox tasks) or --env NAME (a registered env's held-out seeds)")
+    if heldout_seeds is not None or first_seed is not None or compact_tools is not None:
+        fail("--heldout-seeds, --first-seed and --compact-tools go with --env (a registered env's held-out seeds), not with --target")
     wanted = [a.strip() for a in arms.split(",") if a.strip()]
     try:
         config = _config(locals(), wanted)
@@ -129,13 +141,14 @@ def _preflight(config: "EvalConfig") -> None:
 
 def _config(args: dict[str, Any], wanted: list[str]) -> "EvalConfig":
     from factory.evaluate.schema import EvalConfig, EvalTarget
+    from router.loading import adapters_given
     from router.schema import RouterConfig
 
     targets = list(dict.fromkeys(args["target"]))
     ids = split_task_ids(args["task_ids"], targets)
     return EvalConfig(
         targets=[EvalTarget(name=t, task_ids=ids[t], limit=args["limit"]) for t in targets],
-        out=args["out"], arms=wanted, model=args["model"], adapters=_adapters(args["adapters_dir"], args["adapter"]),
+        out=args["out"], arms=wanted, model=args["model"], adapters=adapters_given(args["adapters_dir"], args["adapter"]),
         menu=str(args["menu"]) if args["menu"] else None,
         capabilities=str(args["capabilities"]) if args["capabilities"] else None,
         registry=str(args["registry"]) if args["registry"] else None, sandbox=args["sandbox"],
