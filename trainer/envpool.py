@@ -255,7 +255,8 @@ class EnvPool:
             outcome = self._robust(slot, lambda: self._reset_on(slot, episode), episode, replay=False)
             if outcome.reply is not None:
                 episode.scenario_hash = outcome.reply.scenario_hash
-                self._note_range(outcome.reply.reward_range)
+                if outcome.reply.reward_range is not None:  # checked at the wall with the rest of the reply
+                    self.reward_range = outcome.reply.reward_range
             return outcome
 
         return self._call(slots, reset_one)
@@ -285,10 +286,8 @@ class EnvPool:
             pass
 
     def _note_range(self, value: Any) -> None:
-        """Keep a declared range that passes the reply check (a malformed one leaves the last known)."""
-        if isinstance(value, tuple):  # from a checked reply: validated already
-            self.reward_range = value
-            return
+        """Keep a declared range from outside a checked reply (the worker's load reply, an in-process env) if it
+        passes the reply check; a malformed one leaves the last known."""
         try:
             checked = StepInfo.model_validate({"reward_range": value}).reward_range
         except ValidationError:
