@@ -73,8 +73,9 @@ def heldout_config(env_id: str, adapters: dict[str, str], model: str | None, ove
 
     capability = env_id.removeprefix("trace/").rsplit("-v", 1)[0]
     order = sorted(adapters, key=lambda name: name != capability)
-    source = next((adapters[n] for n in order if run_settings(adapters[n]) is not None), None)
-    data = dict(run_settings(source) or {}) if source else {}
+    found = ((adapters[n], run_settings(adapters[n])) for n in order)
+    source, settings = next(((path, config) for path, config in found if config is not None), (None, None))
+    data = dict(settings or {})
     for key in ("output_dir", "trackers"):
         data.pop(key, None)
     if model:

@@ -58,9 +58,6 @@ class Gate:
     calibration_policy: Policy | None = None
     calibration: CalibrationConfig | None = None
 
-    def validate(self, source: str) -> ValidationReport:
-        return validate_source(source, self)
-
 
 def validate_source(source: str, gate: Gate | None = None) -> ValidationReport:
     """Validate env source. Never raises for a bad env: every defect becomes a failed check."""
