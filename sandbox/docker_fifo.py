@@ -90,6 +90,9 @@ class FifoPair:
             os.set_blocking(request, True)
             os.close(self.request_fd)
             self.request_fd = request
+        self._unlink()
+
+    def _unlink(self) -> None:
         for path in (self.request_path, self.reply_path):
             try:
                 os.unlink(path)
@@ -102,11 +105,7 @@ class FifoPair:
                 os.close(fd)
             except OSError:
                 pass
-        for path in (self.request_path, self.reply_path):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        self._unlink()
 
 
 class FifoChannel(Channel):
@@ -177,12 +176,10 @@ class FifoChannel(Channel):
             self._read_attach()
 
     def _reply(self, data: bytes) -> None:
+        self.on_stdout(data)
         if not self._seen_line and b"\n" in data:
             self._seen_line = True
-            self.on_stdout(data)
             self.fifos.go_one_way()  # the ready line: the shim holds both ends
-            return
-        self.on_stdout(data)
 
     def _end(self) -> None:
         if not self._eof:
