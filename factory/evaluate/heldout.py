@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from schemas.config_file import put
 from schemas.errors import FactoryError, validation_message
 from factory.evaluate.schema import ADAPTER_PREFIX, ARM_BASE, EvalError
 from trainer.heldout import HeldoutResult
@@ -86,8 +87,7 @@ def heldout_config(env_id: str, adapters: dict[str, str], model: str | None, ove
         raise EvalError("no base model: pass --model PATH (or adapters trained by `factory train`, whose run.json names it)")
     for key, value in overrides.items():
         if value is not None:
-            section, _, name = key.partition(".")
-            data.setdefault(section, {})[name] = value
+            put(data, key, value, EvalError)
     try:
         return TrainConfig.model_validate(data), str(Path(source).parent / "run.json") if source else None
     except ValidationError as exc:
