@@ -239,7 +239,7 @@ class GRPORun:
             success_rate=result.success_rate, valid_rollouts=result.valid, rollouts=result.episodes,
             infrastructure_errors=result.errors, first_error=next((r.error for r in rollouts if r.error), None),
             mean_turns=sum(r.turns for r in rollouts) / max(1, len(rollouts)), seconds=result.seconds,
-            cut_turns=sum(r.cut_turns for r in rollouts), context_truncated=sum(r.termination == "context_limit" for r in rollouts),
+            cut_turns=result.cut_turns, context_truncated=sum(r.termination == "context_limit" for r in rollouts),
         )
 
     def _metrics(self, i: int, rollouts: list[Rollout], stats: Any, step: StepStats, items: list[Item],
