@@ -87,7 +87,7 @@ def test_two_concurrent_build_processes_keep_registry_consistent(tmp_path: Path)
         for name in names
     ]
     outputs = [p.communicate(timeout=180) for p in procs]
-    assert all(p.returncode == 0 for p in procs), [o[1] for o in outputs]
+    assert all(p.returncode == 0 for p in procs), [(p.returncode, err[-500:], out[-1500:]) for p, (out, err) in zip(procs, outputs)]
     ids = sorted(json.loads(out)["gym_id"] for out, _ in outputs)
     assert ids == ["trace/datetime_reasoning-v0"] * 2 + ["trace/permission_error_recovery-v0"] * 2
     check = subprocess.run(
