@@ -22,6 +22,7 @@ iterations of seconds to minutes) that is every iteration. The last iteration is
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -59,6 +60,7 @@ class StopSignal:
         self.cut = False  # a deferred span (an update) was cut by a second signal: its state is half applied
         self._deferred = 0
         self._previous: dict[int, Any] = {}
+        self._hook: Any = None
 
     @property
     def requested(self) -> bool:
@@ -68,12 +70,23 @@ class StopSignal:
         if threading.current_thread() is threading.main_thread():
             for s in (signal.SIGTERM, signal.SIGINT):
                 self._previous[s] = signal.signal(s, self._handle)
+            self._hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
     def __exit__(self, *exc: object) -> None:
         for s, handler in self._previous.items():
             signal.signal(s, handler)
         self._previous.clear()
+        if self._hook is not None:
+            sys.unraisablehook, self._hook = self._hook, None
+
+    def _unraisable(self, report: Any) -> None:
+        """A first signal that lands inside a finalizer (a weakref callback, ``__del__``) cannot leave the
+        iteration from there; Python would print its traceback and drop it. The stop is still requested and
+        the run stops at the iteration's end, so that report is not printed; any other goes to the old hook."""
+        if isinstance(report.exc_value, _Abandon):
+            return
+        self._hook(report)
 
     def _handle(self, signum: int, frame: Any) -> None:
         first = self.signum is None

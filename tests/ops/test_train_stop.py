@@ -120,3 +120,27 @@ def test_checkpoint_clock_saves_every_iteration_on_small_runs_and_by_cost_on_big
                 now[0] += 4.0  # 40% of an iteration: at most one checkpoint in ten times its cost
             saved.append(i)
     assert saved == [0, 4, 5] and stop.CheckpointClock(2).due(1, 6) and not stop.CheckpointClock(2).due(2, 6)
+
+
+def test_a_first_signal_inside_a_finalizer_prints_no_traceback_and_still_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM that lands in a weakref callback (seen in a CI run: ThreadPoolExecutor's) cannot abandon the
+    iteration from there: its report never reaches the hook that prints tracebacks, and the stop stays
+    requested for the iteration's end."""
+    import gc
+    import signal as signals
+    import sys
+
+    from trainer.stop import StopSignal
+
+    reported: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda report: reported.append(report.exc_value))
+
+    class Finalized:
+        def __del__(self) -> None:
+            stop._handle(signals.SIGTERM, None)
+
+    with StopSignal() as stop:
+        Finalized()
+        gc.collect()
+        assert stop.requested and stop.signum == signals.SIGTERM
+    assert reported == []
