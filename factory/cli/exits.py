@@ -17,8 +17,12 @@ the exit code still says which signal it was.
 
 from __future__ import annotations
 
+import _thread
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -38,11 +42,6 @@ CONTRACT = (
 _signal = {"received": 0, "reported": False}
 """The last stop signal and whether a command said so: typer turns an uncaught ``KeyboardInterrupt`` into a silent
 exit 130, so ``main`` needs both to give SIGTERM its 143 and every stop its one line."""
-
-
-def _raise_interrupted(signum: int, frame: Any) -> None:
-    _signal["received"] = signum
-    raise Interrupted(signum)
 
 
 def mark_reported() -> None:
@@ -68,12 +67,60 @@ def after_stop(code: int) -> tuple[int, str | None]:
     return 128 + received, line
 
 
+REDELIVERIES = 20
+"""How many times one stop is sent again after landing where it cannot end the command (see :func:`_swallowed`)."""
+
+_redelivery = {"pending": False, "sent": 0, "in_hook": False}
+
+
+def _send_again(signum: int) -> None:
+    """Sends the stop again a moment later, from a thread nobody waits for (``threading.Thread.start`` waits
+    for its thread, and the signal would land in that wait, inside the hook)."""
+    _redelivery["pending"] = True
+    _redelivery["sent"] += 1
+    _thread.start_new_thread(lambda: (time.sleep(0.02), os.kill(os.getpid(), signum)), ())
+
+
+def _swallowed(report: Any, previous: Any) -> None:
+    """``sys.unraisablehook`` for the command's process. A stop that lands inside a finalizer, a weakref callback
+    or an at-fork hook (``logging``'s lock, taken while ``subprocess`` forks) is printed by Python as "Exception
+    ignored" and dropped: the command would run on and miss its 143. So the signal is sent again, and the
+    handler raises it at the main thread's next bytecode, which is almost always ordinary code; each re-delivery
+    that lands in a finalizer again is re-sent, up to ``REDELIVERIES`` times. Reports that follow while a
+    re-sent stop is on its way (the unlocked lock's release failing) are the same stop's echo and are not
+    printed; every other report goes to the previous hook."""
+    _redelivery["in_hook"] = True
+    try:
+        exc = report.exc_value
+        signum = int(_signal["received"])
+        if isinstance(exc, Interrupted) and signum and _redelivery["sent"] < REDELIVERIES:
+            if signal.getsignal(signum) is _raise_interrupted:
+                _send_again(signum)
+                return
+        if not _redelivery["pending"]:
+            previous(report)
+    finally:
+        _redelivery["in_hook"] = False
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    _signal["received"] = signum
+    if _redelivery["in_hook"]:  # raising here would be dropped once more: send it again instead
+        _send_again(signum)
+        return
+    _redelivery["pending"] = False
+    raise Interrupted(signum)
+
+
 def install_signal_handlers() -> None:
-    """SIGTERM and SIGINT raise :class:`Interrupted` in the main thread (with which signal it was). Called once,
-    by ``main``; a command with a finer stop (``factory train`` finishes its iteration) installs its own."""
+    """SIGTERM and SIGINT raise :class:`Interrupted` in the main thread (with which signal it was), and a stop
+    Python would drop in a finalizer is sent again (:func:`_swallowed`). Called once, by ``main``; a command with
+    a finer stop (``factory train`` finishes its iteration) installs its own."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupted)
         signal.signal(signal.SIGINT, _raise_interrupted)
+        previous = sys.unraisablehook
+        sys.unraisablehook = lambda report: _swallowed(report, previous)
 
 
 @contextmanager
