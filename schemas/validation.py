@@ -234,6 +234,8 @@ class SeedSurvey(_FromSandbox):
     first_message: str = ""
     masked_observation: str = Field("", description="system prompt and first user message, ids and names masked")
     heard: str = Field("", description="every user message and tool result of the reference episode, ids and names masked")
+    masked_words: list[str] = Field(default_factory=list, max_length=200,
+                                    description="the ids and names masked in the first message and in what the reference heard")
     truth_numbers: list[float] = Field(default_factory=list, max_length=100, description="numbers in the ground truth")
     world: WorldReport | None = None
     reference: SolutionRun | None = None

@@ -201,7 +201,9 @@ def survey_seed(
             if masker is not None:
                 episode = driver.episode()
                 record["reference"]["decision"] = gate_world.decision(masker, scenario.state, episode)
-                record["heard"] = masker.text(gate_world.heard_text(messages)[:3 * MAX_TEXT])
+                heard = gate_world.heard_text(messages)[:3 * MAX_TEXT]
+                record["heard"] = masker.text(heard)
+                record["masked_words"] = masker.masked_words(first[:MAX_TEXT] + "\n" + heard)
                 if world:
                     record["world"] = gate_world.world_report(env, copy(), episode)
     if masker is not None:
