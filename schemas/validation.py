@@ -218,6 +218,7 @@ class WorldReport(_FromSandbox):
     invariants: list[str] = Field(default_factory=list)
     kit: dict[str, Any] = Field(default_factory=dict)
     truth_at_start: str = "undeclared"
+    truth_order: str = Field("same", description="'same', or the record generate changed after it last set the truth")
 
 
 class SeedSurvey(_FromSandbox):

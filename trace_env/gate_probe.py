@@ -206,6 +206,7 @@ def survey_seed(
                 record["masked_words"] = masker.masked_words(first[:MAX_TEXT] + "\n" + heard)
                 if world:
                     record["world"] = gate_world.world_report(env, copy(), episode)
+                    record["world"]["truth_order"] = gate_world.truth_order(env, seed)
     if masker is not None:
         record["truth_numbers"] = gate_world.numbers(scenario.truth)
         record.update(
