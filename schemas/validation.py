@@ -219,6 +219,8 @@ class WorldReport(_FromSandbox):
     kit: dict[str, Any] = Field(default_factory=dict)
     truth_at_start: str = "undeclared"
     truth_order: str = Field("same", description="'same', or the record generate changed after it last set the truth")
+    hidden_threshold: str = Field("undeclared", description="'none', 'undeclared' (no derive_truth), or a numeric "
+                                  "boundary of the decision that no number the agent is shown marks")
 
 
 class SeedSurvey(_FromSandbox):

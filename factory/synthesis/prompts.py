@@ -100,7 +100,9 @@ GATE_RULES = """\
 - stale truth: `generate` must set the truth last, after its final change to the records (the gate replays it
   and fails an env that changes the records afterwards). Where you define `derive_truth(scenario, state)` (recommended: have `generate` compute the truth
   with it), the truth recomputed from the state, at the start and after the reference's reads, must equal the
-  truth your reward grades with: nothing may change the facts after the truth is computed.
+  truth your reward grades with: nothing may change the facts after the truth is computed. The gate also moves
+  the numbers the agent reads and recomputes the truth with it: a decision boundary (an amount limit, a count)
+  must be a number the agent is shown (system prompt, request or records), never a rule only your code knows.
 - paraphrase: the reference with its messages reworded (contractions such as "can't", "canceled", "$1204.50"
   for "$1,204.50", a courteous sentence added) and with its reads in another order keeps its reward: read words
   as whole words with their variants, compare numbers as numbers (`episode.said(value)` does both and ignores a

@@ -5,7 +5,9 @@ sandbox:
   everywhere else in the leak check, since names and ids differ per seed) is found when the same name recurs
   across seeds exactly with one decision; names from a small pool drawn independently of the truth pass;
 - generate may not change the records after it sets the truth (the truth would be computed from records the
-  agent never sees), whether or not the env declares ``derive_truth``; changes made before it pass.
+  agent never sees), whether or not the env declares ``derive_truth``; changes made before it pass;
+- where ``derive_truth`` is declared, a numeric rule the agent is never told (small refunds refused) is found
+  by moving the numbers the agent reads; the same rule stated in the system prompt passes.
 """
 
 from __future__ import annotations
@@ -62,3 +64,29 @@ def test_records_changed_after_the_truth_is_set_are_stale_without_derive_truth()
 def test_records_changed_before_the_truth_is_set_pass_without_derive_truth() -> None:
     flip = f'{RESERVATION}["cabin"] = "economy" if {RESERVATION}["cabin"] == "business" else "business"'
     assert _failures(_variant(before=flip, derive=False)) == {}
+
+
+SMALL_REFUNDS = (
+    '        check = airline.cancellation_check(reservation, state["flights"], now, scenario.user["reason"])\n',
+    '        check = airline.cancellation_check(reservation, state["flights"], now, scenario.user["reason"])\n'
+    '        if check.eligible and airline.paid_total(reservation) < 250:\n'
+    '            return {"now": scenario.truth["now"], "eligible": False, "rule": "no_rule", "refund": airline.paid_total(reservation)}\n',
+)
+NOTE = '"- When you refuse, tell the user which rule stands in the way."'
+
+
+def _small_refunds(stated: bool) -> str:
+    source = EXAMPLE.read_text()
+    assert source.count(SMALL_REFUNDS[0]) == 1 and source.count(NOTE) == 1
+    source = source.replace(*SMALL_REFUNDS)
+    return source.replace(NOTE, NOTE[:-1] + '\\n- Refunds under $250 are not processed: refuse those cancellations."') if stated else source
+
+
+def test_a_numeric_rule_the_agent_is_never_told_is_found() -> None:
+    failed = _failures(_small_refunds(stated=False))
+    assert set(failed) == {"stale_truth"}, failed
+    assert "never told" in failed["stale_truth"] and "payment_history" in failed["stale_truth"], failed
+
+
+def test_the_same_rule_stated_in_the_system_prompt_passes() -> None:
+    assert _failures(_small_refunds(stated=True)) == {}

@@ -45,6 +45,15 @@ def check_stale_truth(ctx: CheckContext) -> CheckResult:
             f"{changed}): the truth was computed from records the agent never sees, so it is stale or the change is "
             "written from it; set the truth last, from the final records",
             counterexample=Counterexample(seed=seed, detail=changed[:300]))
+    hidden = [(r.seed, r.world.hidden_threshold) for r in watched if r.world.hidden_threshold not in ("none", "undeclared")]  # type: ignore[union-attr]
+    if hidden:
+        seed, where = hidden[0]
+        return CheckResult(
+            name="stale_truth", passed=False, seeds=len(watched), failing_seeds=[s for s, _ in hidden],
+            figure=f"a rule the agent is not told decides {len(hidden)}/{len(watched)} seeds",
+            message=f"on {len(hidden)}/{len(watched)} seeds derive_truth follows a numeric rule the agent is never told (seed "
+            f"{seed}: {where}): state the rule and its number in the system prompt or the records, or drop it",
+            counterexample=Counterexample(seed=seed, detail=where[:300]))
     at_start = {r.seed: r.world.truth_at_start for r in rows if r.world is not None}
     if at_start and all(v == "undeclared" for v in at_start.values()):
         return CheckResult(name="stale_truth", passed=True, seeds=len(at_start),
