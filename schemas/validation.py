@@ -218,6 +218,9 @@ class WorldReport(_FromSandbox):
     invariants: list[str] = Field(default_factory=list)
     kit: dict[str, Any] = Field(default_factory=dict)
     truth_at_start: str = "undeclared"
+    truth_order: str = Field("same", description="'same', or the record generate changed after it last set the truth")
+    hidden_threshold: str = Field("undeclared", description="'none', 'undeclared' (no derive_truth), or a numeric "
+                                  "boundary of the decision that no number the agent is shown marks")
 
 
 class SeedSurvey(_FromSandbox):
@@ -234,6 +237,8 @@ class SeedSurvey(_FromSandbox):
     first_message: str = ""
     masked_observation: str = Field("", description="system prompt and first user message, ids and names masked")
     heard: str = Field("", description="every user message and tool result of the reference episode, ids and names masked")
+    masked_words: list[str] = Field(default_factory=list, max_length=200,
+                                    description="the ids and names masked in the first message and in what the reference heard")
     truth_numbers: list[float] = Field(default_factory=list, max_length=100, description="numbers in the ground truth")
     world: WorldReport | None = None
     reference: SolutionRun | None = None

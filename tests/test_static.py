@@ -341,3 +341,85 @@ def test_every_shipped_env_passes_the_closed_rule() -> None:
     assert len(files) >= 10
     for path in files:
         assert check_source(path.read_text()) == [], path
+
+
+# --- attribute reads through a string at run time (redteam2 l02, l09, l10): str.format resolves {0.a.b} and {0[k]}
+# with getattr/getitem, so its template must be one the lint reads; strings are never turned into field names.
+
+FORMAT_HEADER = "import functools\nimport typing\nimport collections\nfrom collections import namedtuple as nt\n"
+FORMAT_FIRST = FORMAT_HEADER.count("\n") + 1
+
+FORMAT_CASES: dict[str, tuple[str, list[str]]] = {
+    "computed_template": ("needs a template the lint can read", [
+        "x = ('{0.' + 'real}').format(1)",
+        "x = ''.join(['{0.', 'real}']).format(1)",
+        "def f(template):\n    return template.format(1)",
+        "T = ['{0}']\nT.append('{0' + '.real}')\nx = T[0].format(1)",
+        "class R:\n    def choice(self, xs):\n        return xs[0] + '.real}'\nx = R().choice(['{0']).format(1)",
+        "t = '{0}'\nt = '{0' + '.real}'\nx = t.format(1)",
+        "x = {'a': '{0}'}.get('a').format_map({})",
+        "A = B[0]\nB = (A,)\nx = A.format(1)",
+    ]),
+    "literal_reads_an_attribute": ("reads an attribute|private item", [
+        "x = '{0.real}'.format(1)",
+        "x = '{0:{1.real}}'.format(1, 2)",
+        "x = '{0[_x]}'.format({})",
+        "f = '{v.imag}'.format_map",
+        "x = ['{0}', '{0.real}'][1].format(1)",
+    ]),
+    "template_as_data": ("takes the template as data|takes a format template", [
+        "x = str.format('{0}', 1)",
+        "x = functools.partial(str.format_map, '{a}')",
+        "def f(fmt):\n    return fmt.vformat('{0}', [1], {})",
+        "def f(fmt):\n    return fmt.get_field('0.real', [1], {})",
+    ]),
+    "strings_made_field_names": ("turns strings into a class", [
+        "P = typing.NamedTuple('P', [('a', int)])",
+        "P = collections.namedtuple('P', 'a b')",
+        "P = nt('P', ['a'])",
+        "T = typing.TypedDict('T', {'a': int})",
+        "f = functools.partial(typing.NamedTuple, 'P')",
+        "builders = [collections.namedtuple]",
+    ]),
+}
+FORMAT_REFUSED = [(cause, words, snippet) for cause, (words, snippets) in FORMAT_CASES.items() for snippet in snippets]
+
+
+@pytest.mark.parametrize(("cause", "words", "snippet"), FORMAT_REFUSED, ids=[f"{c}:{s[:40]}" for c, _, s in FORMAT_REFUSED])
+def test_no_attribute_is_read_through_a_string(cause: str, words: str, snippet: str) -> None:
+    import re
+
+    findings = check_source(FORMAT_HEADER + snippet + "\n")
+    last = FORMAT_FIRST + snippet.count("\n")
+    here = [f for f in findings if FORMAT_FIRST <= f.line <= last]
+    assert here, f"{cause}: {snippet!r} was not refused: {findings}"
+    assert any(re.search(words, f.message) for f in here), (cause, snippet, here)
+
+
+FORMAT_ACCEPTED = FORMAT_HEADER + '''
+GREETING = "Hello {name}"
+OFFSETS = {-1: "the day before {h}", 0: "on {h}"}
+TEXTS = ["Send {n} now", "Wait {n} minutes"]
+
+
+class Point(typing.NamedTuple):
+    x: int
+    y: int = 0
+
+
+def lines(rng, record):
+    offset = rng.choice(list(OFFSETS))
+    out = [GREETING.format(name=record["name"]), OFFSETS[offset].format(h="Easter"), rng.choice(TEXTS).format(n=5)]
+    out.append(rng.choice(["I'd like to {0}.", "Could you {0}?"]).format("cancel"))
+    out.append(("{a} and {b}" if offset else "{b} then {a}").format(a=1, b=2))
+    out.append("{0[name]} is {1:>{width}}".format(record, Point(1).x, width=4))
+    out.append("{name}".format_map(record) + f"{record['name']!r:>10}" + format(3.5, ".2f"))
+    template = "{who} said {what}"
+    out.append(template.format(who="me", what=len(TEXTS)))
+    return out
+'''
+
+
+def test_readable_templates_and_class_syntax_pass() -> None:
+    """The spellings the blueprints use (a choice among literals, an item of a literal dict, a constant) pass."""
+    assert check_source(FORMAT_ACCEPTED) == []

@@ -24,11 +24,12 @@ import time
 import tracemalloc
 from typing import Any, Callable, Protocol
 
-from trace_env import gate_world
+from trace_env import gate_thresholds, gate_world
 from trace_env.scenario_values import Masker, ValuePool, resolve_turn
 from trace_env.sdk import Episode, Scenario, TaskEnv, Turn, canonical_json
 
 MAX_TEXT = 4000
+SHOWN_TEXT = 200_000  # what the agent is shown, whole, for the hidden-threshold probe's numbers
 CPU_TICK_MS = 10.0
 
 
@@ -201,9 +202,14 @@ def survey_seed(
             if masker is not None:
                 episode = driver.episode()
                 record["reference"]["decision"] = gate_world.decision(masker, scenario.state, episode)
-                record["heard"] = masker.text(gate_world.heard_text(messages)[:3 * MAX_TEXT])
+                heard = gate_world.heard_text(messages)[:3 * MAX_TEXT]
+                record["heard"] = masker.text(heard)
+                record["masked_words"] = masker.masked_words(first[:MAX_TEXT] + "\n" + heard)
                 if world:
                     record["world"] = gate_world.world_report(env, copy(), episode)
+                    record["world"]["truth_order"] = gate_world.truth_order(env, seed)
+                    shown = "\n".join([system, first, gate_world.heard_text(messages)])[:SHOWN_TEXT]
+                    record["world"]["hidden_threshold"] = gate_thresholds.hidden_threshold(env, copy(), shown)
     if masker is not None:
         record["truth_numbers"] = gate_world.numbers(scenario.truth)
         record.update(

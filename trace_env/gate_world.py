@@ -20,6 +20,7 @@ import json
 import re
 from typing import Any, Callable
 
+from trace_env import sdk
 from trace_env.kits import KIT_FOR_TARGET
 from trace_env.scenario_values import Masker
 from trace_env.sdk import Episode, Scenario, TaskEnv, ToolError, canonical_json
@@ -260,6 +261,50 @@ def truth_check(env: TaskEnv, scenario: Scenario, state: dict[str, Any]) -> str:
         return "undeclared"
     mine, given = json.loads(canonical_json(derived)), json.loads(canonical_json(scenario.truth))
     return "same" if mine == given else "differs: " + first_difference(given, mine).replace("vs the kit's", "recomputed as")[:300]
+
+
+def truth_order(env: TaskEnv, seed: int) -> str:
+    """Replays ``generate(seed)`` watching each time the scenario's truth is set: ``same`` when the records the
+    agent will read are what they were when the truth was last set, else the first record changed after it
+    (the truth was computed from records the agent never sees: stale, or a verdict written into them)."""
+    marks: dict[int, tuple[str, str]] = {}
+
+    def watch(scenario: Scenario) -> None:
+        try:
+            marks[id(scenario)] = (canonical_json(scenario.state), canonical_json(scenario.truth))
+        except Exception:  # noqa: BLE001 - not JSON yet: judged by the later marks
+            marks.pop(id(scenario), None)
+
+    sdk._truth_watch = watch
+    try:
+        scenario = env.generate(seed)
+    finally:
+        sdk._truth_watch = None
+    mark = marks.get(id(scenario))
+    if mark is None or not isinstance(scenario, Scenario):
+        return "same"
+    state, truth = canonical_json(scenario.state), canonical_json(scenario.truth)
+    if state == mark[0] or truth != mark[1]:
+        return "same"
+    return "changed " + (_first_difference(json.loads(mark[0]), json.loads(state)) or "the records")
+
+
+def _first_difference(before: Any, after: Any, path: str = "state") -> str | None:
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in sorted(set(before) | set(after), key=str):
+            if key not in before or key not in after:
+                return f"{path}.{key} ({'added' if key not in before else 'removed'})"
+            found = _first_difference(before[key], after[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        for i, (b, a) in enumerate(zip(before, after)):
+            found = _first_difference(b, a, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    return None if before == after else f"{path}: {json.dumps(before)[:60]} -> {json.dumps(after)[:60]}"
 
 
 def world_report(env: TaskEnv, scenario: Scenario, episode: Episode) -> dict[str, Any]:

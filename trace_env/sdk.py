@@ -48,6 +48,11 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+#: Set by the gate's probe (trace_env.gate_probe.truth_order) while it replays ``generate``, None otherwise:
+#: called with the scenario each time its truth is set, so the gate sees records changed after that.
+_truth_watch: Callable[[Scenario], None] | None = None
+
+
 @dataclass
 class Scenario:
     """One seeded task instance. Everything in it must be JSON-serialisable.
@@ -61,6 +66,11 @@ class Scenario:
     user: dict[str, Any]
     truth: dict[str, Any]
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name == "truth" and _truth_watch is not None:  # only while the gate's probe replays generate
+            _truth_watch(self)
 
     def fingerprint(self) -> str:
         """Content hash of the scenario, seed excluded: two seeds giving the same task hash equal."""

@@ -97,9 +97,12 @@ GATE_RULES = """\
   distractor records, their order, which rule decides, and the phrasing of the request.
 - solvability: the reference solution scores >= {solve_reward:.0%} of the reward range on {solve_share:.0%} of
   seeds: every seed's task must be solvable and graded right.
-- stale truth: where you define `derive_truth(scenario, state)` (recommended: have `generate` compute the truth
+- stale truth: `generate` must set the truth last, after its final change to the records (the gate replays it
+  and fails an env that changes the records afterwards). Where you define `derive_truth(scenario, state)` (recommended: have `generate` compute the truth
   with it), the truth recomputed from the state, at the start and after the reference's reads, must equal the
-  truth your reward grades with: nothing may change the facts after the truth is computed.
+  truth your reward grades with: nothing may change the facts after the truth is computed. The gate also moves
+  the numbers the agent reads and recomputes the truth with it: a decision boundary (an amount limit, a count)
+  must be a number the agent is shown (system prompt, request or records), never a rule only your code knows.
 - paraphrase: the reference with its messages reworded (contractions such as "can't", "canceled", "$1204.50"
   for "$1,204.50", a courteous sentence added) and with its reads in another order keeps its reward: read words
   as whole words with their variants, compare numbers as numbers (`episode.said(value)` does both and ignores a
@@ -107,7 +110,7 @@ GATE_RULES = """\
 - capability necessity: the capability-skipping solution scores <= {skip_reward:.0%} of the range on >=
   {skip_share:.0%} of seeds. No message the agent sees may give the answer away: an agent that only repeats the
   first message, or does nothing, must fail, no phrase of the first message may predict what the reference does,
-  and no user reply or tool result may state the verdict ("eligible", "approved"...).
+  and no user reply or tool result may state the verdict ("eligible", "approved"...) nor a name or id encode it.
 - reward sensitivity: dropping a write call of the reference, corrupting a key argument of one, or replacing
   every turn with a useless call must each lower the reward (by {drop:.0%} of the range, or one write's share of a
   long task) on >= {sens_share:.0%} of seeds.

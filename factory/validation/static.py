@@ -24,9 +24,13 @@ Why that closes each way around it the red team found, rather than naming them o
   dict is the functional API) keep to the positions above, found from the modules themselves and from the
   file's own class statements.
 
-Besides the rule: literal format templates may not read private or internal fields (a computed template
-renders text only, never hands back an object), no string constant spells a dunder, module state is not
-assigned to, and the clock is not read (scenario times come from ``self.rng(seed)``).
+- no attribute is read through a string at run time either: a ``.format``/``.format_map`` template must be
+  one the lint can read (literals, or a choice among literals: :mod:`factory.validation.static_format`) and its
+  fields read no attributes; the functional forms of ``typing.NamedTuple``/``TypedDict`` and
+  ``collections.namedtuple`` (strings turned into field names) may appear only as a base class.
+
+Besides the rule: no string constant spells a dunder, module state is not assigned to, and the clock is not read
+(scenario times come from ``self.rng(seed)``).
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ import string
 import types
 from dataclasses import dataclass
 
+from factory.validation import static_format
 from factory.validation.static_allowlist import (
     FORBIDDEN_BUILTINS, INTERNAL_ATTRIBUTES, KITS_PACKAGE, MISSING, REFLECTION_ATTRIBUTES, SDK_ALIASES, STDLIB,
-    canonical, is_factory, module_allowed, pair_allowed, value_of,
+    STRING_CLASS_BUILDERS, canonical, is_factory, module_allowed, pair_allowed, value_of,
 )
 
 RULE = ("env code may use only its own names, allow-listed builtins and allow-listed (module, attribute) pairs "
@@ -115,7 +120,9 @@ class _Lint(ast.NodeVisitor):
         self.factories: set[str] = set()  # local names of class factories (imported, or the file's own classes)
         self.aliases: set[str] = set()  # names assigned from something taken out of a module
         self.clock_roots: set[str] = set()  # names that hold datetime's classes (datetime, date...)
+        self.string_builders: set[str] = set()  # local names of typing.NamedTuple, collections.namedtuple...
         self.parent: dict[int, ast.AST] = {}
+        self.templates = static_format.Templates()
 
     def refuse(self, line: int, message: str) -> None:
         self.findings.append(StaticFinding(line, message))
@@ -126,6 +133,8 @@ class _Lint(ast.NodeVisitor):
             for child in ast.iter_child_nodes(node):
                 self.parent[id(child)] = node
         classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+        if isinstance(tree, ast.Module):
+            self.templates = static_format.prepare(tree, self.parent)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -149,7 +158,9 @@ class _Lint(ast.NodeVisitor):
             self.modules[local] = canonical(full)
         elif module_allowed(module) and pair_allowed(module, alias.name):
             value = value_of(canonical(module), alias.name)
-            if isinstance(value, types.ModuleType):
+            if (canonical(module), alias.name) in STRING_CLASS_BUILDERS:
+                self.string_builders.add(local)
+            elif isinstance(value, types.ModuleType):
                 self.modules[local] = value.__name__
             elif is_factory(value):
                 self.factories.add(local)
@@ -205,6 +216,13 @@ class _Lint(ast.NodeVisitor):
             return
         self.refuse(node.lineno, f"{what!r} builds a class from a name and a dict when called so: use it only {_FACTORY_USE}")
 
+    def _string_builder_position(self, node: ast.expr, what: str) -> None:
+        up = self._up(node)
+        if isinstance(up, ast.ClassDef) and node in up.bases:
+            return
+        self.refuse(node.lineno, f"{what!r} turns strings into a class and its field names when called: declare "
+                                 "the class with a class statement instead (class P(typing.NamedTuple): a: int)")
+
     # -- names -----------------------------------------------------------------------------------------
     def _name(self, name: str | None, line: int, what: str = "name") -> None:
         if name is None or name == "_":
@@ -227,6 +245,8 @@ class _Lint(ast.NodeVisitor):
         self._name(node.id, node.lineno)
         if node.id in self.factories and isinstance(node.ctx, ast.Load):
             self._factory_position(node, node.id)
+        if node.id in self.string_builders and isinstance(node.ctx, ast.Load):
+            self._string_builder_position(node, node.id)
 
     def visit_arg(self, node: ast.arg) -> None:
         self._name(node.arg, node.lineno, "argument")
@@ -364,14 +384,19 @@ class _Lint(ast.NodeVisitor):
                 self._not_allowed(line, module, attr)
             elif self._resolve(node) is not None:
                 self._module_position(node, f"{module}.{attr}")
+            elif (module, attr) in STRING_CLASS_BUILDERS and isinstance(node.ctx, ast.Load):
+                self._string_builder_position(node, f"{module}.{attr}")
             elif is_factory(value_of(module, attr)) and isinstance(node.ctx, ast.Load):
                 self._factory_position(node, f"{module}.{attr}")
         if not (attr in ALLOWED_DUNDER_DEFINITIONS and _is_super_call(node.value)):
             self._attribute_name(attr, line)
         if attr in CLOCK_ATTRIBUTES and self._clock_root(node.value):
             self.refuse(line, f"datetime's .{attr} is a clock read (or a conversion from one): scenario times come from self.rng(seed)")
-        if attr in ("format", "format_map") and isinstance(node.value, ast.Constant):
-            self._format_template(node.value, line)
+        if attr in static_format.FORMAT_METHODS:
+            self._format_template(node, line)
+        elif attr in static_format.FORMATTER_METHODS:
+            self.refuse(line, f".{attr}() takes a format template or field name as data, which reads attributes by "
+                              "name at run time: use a literal template's .format()")
         if not isinstance(node.ctx, ast.Load) and self._from_module(node.value):
             self.refuse(line, f"assigning to .{attr} of a module (or of something taken from one) is not allowed")
         if isinstance(node.value, ast.Name) and node.value.id in self.modules:
@@ -417,20 +442,21 @@ class _Lint(ast.NodeVisitor):
         if isinstance(text, str) and _DUNDERISH.search(text):
             self.refuse(node.lineno, f"string {_short(text)} looks like a dunder name ('__'), which is not allowed")
 
-    def _format_template(self, template: ast.Constant, line: int) -> None:
-        """A literal template's fields may not read private or internal attributes. (A computed template can
-        only render text, never hand back an object, so it is left to the sandbox.)"""
-        if not isinstance(template.value, str):
+    def _format_template(self, node: ast.Attribute, line: int) -> None:
+        """str.format resolves fields with getattr at run time: the template must be one the lint can read
+        (:mod:`factory.validation.static_format`), and its fields may not read attributes or private items."""
+        if isinstance(node.value, ast.Name) and node.value.id == "str":
+            self.refuse(line, f"str.{node.attr}(template, ...) takes the template as data: call .{node.attr}() on a "
+                              "literal template")
             return
-        try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(template.value) if f]
-        except ValueError:
-            self.refuse(line, f"malformed format template {_short(template.value)}")
+        found = static_format.literals(node.value, self.templates)
+        if found is None:
+            self.refuse(line, f".{node.attr}() needs a template the lint can read (a string literal, or a choice or "
+                              "item of a literal list/tuple/dict): a computed template reads attributes by name at run time")
             return
-        for field in fields:
-            for part in re.split(r"[.\[\]]", field)[1:]:
-                if part and (part.startswith("_") or part in INTERNAL_ATTRIBUTES):
-                    self.refuse(line, f"format field {field!r} reads {part!r}, which is not allowed")
+        for literal in found:
+            for problem in static_format.field_problems(literal.value):
+                self.refuse(line, problem)
 
 
 def _is_super_call(node: ast.AST) -> bool:

@@ -11,7 +11,11 @@ state shared with the trusted code in the same process): ``operator.attrgetter``
 ``functools.wraps``/``update_wrapper``/``singledispatch``/``singledispatchmethod``, ``string.Formatter``,
 ``typing.get_type_hints``/``ForwardRef``, ``dataclasses.make_dataclass``, ``random.seed``/``setstate`` (the
 process-wide generator; drawing from it is left to the determinism check), ``decimal.getcontext``/``setcontext``,
-``calendar.setfirstweekday``/``mdays``, ``re.purge``.
+``calendar.setfirstweekday``/``mdays``, ``re.purge``. Checked and left in, since they look names up only among
+values the file itself declared or read items, never attributes: ``string.Template`` (mapping items),
+``%``-formatting (items), ``enum`` member look-up by name (``Color["RED"]``), ``dataclasses.replace``/``fields``
+(declared fields), ``operator.itemgetter``, ``hashlib.new`` (an algorithm name), ``typing.NewType``/``TypeVar``
+(a label). ``str.format`` is kept to templates the lint reads (:mod:`factory.validation.static_format`).
 """
 
 from __future__ import annotations
@@ -92,6 +96,10 @@ STDLIB: dict[str, Union[frozenset[str], Literal["*"]]] = {
         "assert_type", "reveal_type",
     }),
 }
+
+#: Callables that turn strings into a class and its field names (the functional forms): allowed only as a base
+#: class, so the fields are written as a class body the lint reads.
+STRING_CLASS_BUILDERS = frozenset({("typing", "NamedTuple"), ("typing", "TypedDict"), ("collections", "namedtuple")})
 
 #: Builtins env code may name. Every other builtin (getattr, vars, eval, exec, compile, open, type, id, hash,
 #: input, breakpoint, globals, locals, dir, memoryview, help, exit...) is refused wherever it appears.

@@ -13,6 +13,7 @@ from fuzz.policies import reference_mutants
 from schemas.validation import CheckResult, Counterexample, SeedSurvey
 
 _WORD = re.compile(r"<#\d+>|[a-z0-9$%.'-]+")
+MASKED = "\x00masked:"  # marks a masked id or name among the phrases
 VERDICT = re.compile(r"eligible|ineligible|allowed|permitted|approved|denied|qualif\w*|entitled|verdict|decision")
 
 
@@ -122,7 +123,10 @@ def _leak(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[str, Counterexampl
         labels = [tuple(n for turn in m.reference.pattern for n in turn.split("+") if n in decisive) for m in members]  # type: ignore[union-attr]
         # The request may not give the decision away in any words; what the agent hears later (user replies,
         # tool results) carries the facts the capability reads, so there only a stated verdict counts.
-        phrases = [_phrases(m.masked_observation) | _verdict_phrases(m.heard) for m in members]
+        # Ids and names are masked above (they differ per seed); one that recurs across seeds exactly with a
+        # decision is a verdict written into a name or id field, wherever the agent reads it.
+        phrases = [_phrases(m.masked_observation) | _verdict_phrases(m.heard) | {MASKED + w for w in m.masked_words}
+                   for m in members]
         for label in set(labels):
             inside = sum(1 for x in labels if x == label)
             if inside < min_class or len(members) - inside < min_class:
@@ -137,11 +141,15 @@ def _leak(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[str, Counterexampl
                 if all((phrase in found) == (x == label) for found, x in zip(phrases, labels)):
                     example = next(m for m, found in zip(members, phrases) if phrase in found)
                     does = " then ".join(label) or "no state change"
-                    source = "the first message" if phrase in _phrases(example.masked_observation) else "a user reply or tool result"
+                    if phrase.startswith(MASKED):
+                        source, what = "a name or id the agent reads", f"the name or id {phrase[len(MASKED):]!r}"
+                        fix = "a name or id must not encode the decision: draw names and ids independently of the truth"
+                    else:
+                        source = "the first message" if phrase in _phrases(example.masked_observation) else "a user reply or tool result"
+                        what, fix = f"the phrase {phrase!r}", "the agent must find this out with its tools, not read it in the request"
                     return (
                         f"{source} gives the decision away: on all {len(members)} seeds where the skipping agent acts "
-                        f"alike, the phrase {phrase!r} appears exactly when the reference does {does!r} ({inside} seeds); "
-                        "the agent must find this out with its tools, not read it in the request",
+                        f"alike, {what} appears exactly when the reference does {does!r} ({inside} seeds); {fix}",
                         Counterexample(seed=example.seed, actions=example.reference.turns,  # type: ignore[union-attr]
                                        detail=f"first message: {example.first_message[:300]}"),
                     )

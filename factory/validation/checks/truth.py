@@ -25,7 +25,8 @@ def reads_only(turns: list[Any], writes: set[str]) -> list[Any]:
 
 
 def check_stale_truth(ctx: CheckContext) -> CheckResult:
-    """Where the env declares ``derive_truth``, the ground truth recomputed from the scenario's own state
+    """On every env, ``generate`` may not change the records after it sets the truth (the gate replays it
+    watching: :func:`trace_env.gate_world.truth_order`). Where the env declares ``derive_truth``, the ground truth recomputed from the scenario's own state
     must equal the truth ``generate`` returned, and recomputed from the state the reference's reads leave
     behind (its writes left out) it must still be equal: otherwise the reward grades the agent against a
     truth the agent cannot see, and the right answer loses."""
@@ -33,6 +34,26 @@ def check_stale_truth(ctx: CheckContext) -> CheckResult:
     rows = ctx.generated(min(c.truth_seeds, len(ctx.seeds)))
     if not rows:
         return CheckResult(name="stale_truth", passed=False, message=NO_SEEDS)
+    watched = [r for r in rows if r.world is not None]
+    reordered = [(r.seed, r.world.truth_order) for r in watched if r.world.truth_order != "same"]  # type: ignore[union-attr]
+    if reordered:
+        seed, changed = reordered[0]
+        return CheckResult(
+            name="stale_truth", passed=False, seeds=len(watched), failing_seeds=[s for s, _ in reordered],
+            figure=f"generate changes the records after setting the truth on {len(reordered)}/{len(watched)} seeds",
+            message=f"on {len(reordered)}/{len(watched)} seeds generate changes the records after it set the truth (seed {seed}: "
+            f"{changed}): the truth was computed from records the agent never sees, so it is stale or the change is "
+            "written from it; set the truth last, from the final records",
+            counterexample=Counterexample(seed=seed, detail=changed[:300]))
+    hidden = [(r.seed, r.world.hidden_threshold) for r in watched if r.world.hidden_threshold not in ("none", "undeclared")]  # type: ignore[union-attr]
+    if hidden:
+        seed, where = hidden[0]
+        return CheckResult(
+            name="stale_truth", passed=False, seeds=len(watched), failing_seeds=[s for s, _ in hidden],
+            figure=f"a rule the agent is not told decides {len(hidden)}/{len(watched)} seeds",
+            message=f"on {len(hidden)}/{len(watched)} seeds derive_truth follows a numeric rule the agent is never told (seed "
+            f"{seed}: {where}): state the rule and its number in the system prompt or the records, or drop it",
+            counterexample=Counterexample(seed=seed, detail=where[:300]))
     at_start = {r.seed: r.world.truth_at_start for r in rows if r.world is not None}
     if at_start and all(v == "undeclared" for v in at_start.values()):
         return CheckResult(name="stale_truth", passed=True, seeds=len(at_start),
