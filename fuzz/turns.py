@@ -56,7 +56,11 @@ _CLAUSES = re.compile(r"([.;:,!?\n])")
 def _replace_all(text: str, pairs: list[tuple[str, str]]) -> str:
     pattern = re.compile(r"\b(" + "|".join(re.escape(a) for a, _ in sorted(pairs, key=lambda p: -len(p[0]))) + r")\b", re.IGNORECASE)
     table = {a.lower(): b for a, b in pairs}
-    return re.sub(r"  +", " ", pattern.sub(lambda m: table[m.group(0).lower()], text))
+    def swap(match: re.Match[str]) -> str:
+        word = table[match.group(0).lower()]
+        return word[:1].upper() + word[1:] if match.group(0)[:1].isupper() else word
+
+    return re.sub(r"  +", " ", pattern.sub(swap, text))
 
 
 _SENTENCES = re.compile(r"(?<=[.!?])(\s+)")
