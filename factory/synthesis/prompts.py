@@ -116,11 +116,13 @@ GATE_RULES = """\
   long task) on >= {sens_share:.0%} of seeds.
 - exploit search: degenerate policies (junk, empty or copied-value calls to every tool, echoing the user, always
   agreeing, refusing or escalating, talking only, ending at once, spamming the words of the description, the
-  tool names and the request) must stay below {exploit_share:.0%} of the reference's mean reward and match it on
-  at most {exploit_match:.0%} of seeds; mutations of the reference that change the outcome (a write dropped,
-  duplicated or moved, an id or amount changed, the answer's yes/no flipped, extra or destructive writes after
-  it) must lose reward. So grade the exact end state (a second refund or an extra message is a different state),
-  gate writes nobody asked for, and check the stated amount and the answer's meaning, not a keyword.
+  tool names and the request), also after making the reference's reads, must stay below {exploit_share:.0%} of the
+  reference's mean reward and match it on at most {exploit_match:.0%} of seeds and on less than 80% of the seeds
+  of any one decision (e.g. every seed to refuse); mutations of the reference that change the outcome (a write
+  dropped, duplicated or moved, an id changed, an amount off by its last digit or a tenth, the answer's yes/no
+  flipped, extra or destructive writes after it) must lose reward. So grade the exact end state (a second refund
+  or an extra message is a different state), gate writes nobody asked for, and check the exact stated amount,
+  the reason the records give and the answer's meaning, not a keyword.
 - GRPO signal: mixtures of the reference, skipping and random policies must get DIFFERENT rewards (std >=
   {spread}) within a group of {group} rollouts on >= {grpo_share:.0%} of seeds, for reasons other than episode
   length, and at most {max_success:.0%} of such rollouts may already score full marks. So the reward must be
