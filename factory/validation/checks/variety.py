@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from env_registry.hosted import SandboxedRunner
-from factory.validation.checks.context import NO_SEEDS, CheckContext
+from factory.validation.checks.context import _EPISODES, MIN_HASH_SEEDS, NO_SEEDS, CheckContext
 from schemas.validation import CheckResult, Counterexample, SeedSurvey
 from trace_env.sdk import canonical_json
 
@@ -62,46 +62,81 @@ def first_difference(a: Any, b: Any, path: str = "") -> str:
     return f"{path or 'value'}: {repr(a)[:80]} != {repr(b)[:80]}"
 
 
+def _difference(run: FreshRun, row: SeedSurvey, theirs: Any, what: str) -> str | None:
+    if run.scenario_hash != row.fingerprint:
+        return "the scenario"
+    if run.observation != row.observation_digest:
+        return "the first observation"
+    if run.messages != theirs.messages_digest or (run.reward is not None and run.reward != theirs.reward):
+        return what
+    return None
+
+
+def _lane_differences(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[list[int], Any]:
+    """Every row's reference replayed on every lane (each its own hash seed; a fresh env per episode, so a
+    lane is as clean as a new worker): the seeds whose transcript differs from the survey's, and the worker."""
+    plan = {"episodes": [{"seed": r.seed, "turns": r.reference.turns} for r in rows], "with_messages": False}  # type: ignore[union-attr]
+    timeout = min(ctx.config.rpc_timeout_s * 2, sum(ctx.episode_timeout(len(r.reference.turns)) for r in rows))  # type: ignore[union-attr]
+    failing: list[int] = []
+    for env in ctx.lanes.ready():
+        answers = ctx.call_worker(env.worker, "episodes", plan, timeout, rows[0].seed)
+        for row, answer in zip(rows, _EPISODES.validate_python(answers)):
+            if answer.transcript != row.reference.transcript and row.seed not in failing:  # type: ignore[union-attr]
+                failing.append(row.seed)
+    return failing, None
+
+
 def check_determinism(ctx: CheckContext) -> CheckResult:
-    """The survey's first seeds replayed in a fresh worker started exactly as training starts one (its own
+    """The survey's first seeds replayed in fresh workers started exactly as training starts one (each its own
     random hash seed, the same module name) and driven exactly as the trainer drives it: ``reset`` and one
     ``step`` per turn, nothing else; the first-message-only agent before the reference, where the gate's
-    workers played the reference first. Every scenario, first observation,
-    transcript and reward must equal what the gate's own (reused) workers saw. This is the one-path check:
-    an env that behaves one way under the gate and another in training, that keeps a random generator or
-    state on its object or class, reads the clock, or depends on string hashing, differs here."""
+    workers played the reference first; and the references once more on every lane. Every scenario, first
+    observation, transcript and reward must equal what the gate's survey saw, under at least
+    :data:`MIN_HASH_SEEDS` hash seeds. This is the one-path check: an env that behaves one way under the
+    gate and another in training, draws from an unseeded generator, reads the clock, or depends on string
+    hashing, differs here."""
     count = min(ctx.config.determinism_seeds, len(ctx.seeds))
     ours = [r for r in ctx.survey(count) if r.error is None and r.reference is not None]
-    fresh = ctx.fresh_env()
-    runner = SandboxedRunner(fresh)
+    workers = ctx.fresh_workers(MIN_HASH_SEEDS)
+    fresh = workers[0]
     compared, found = 0, None
     failing: list[int] = []
-    for row in ours:  # every seed, even after a difference: robustness compares its replays with these
-        plan: list[tuple[str, list[Any] | None, Any]] = []
-        if row.parrot is not None:  # first, where the gate played it last: another sequence before the reference
-            plan.append(("the first-message-only transcript", None, row.parrot))
-        plan.append(("the reference transcript", row.reference.turns, row.reference))  # type: ignore[union-attr]
-        for what, turns, theirs in plan:
-            run = ctx.fresh_call(lambda: replay(runner, row.seed, turns), row.seed, turns or [])
-            compared += 1
-            ctx.fresh_runs[(row.seed, what)] = run
-            problem = None
-            if run.scenario_hash != row.fingerprint:
-                problem = "the scenario"
-            elif run.observation != row.observation_digest:
-                problem = "the first observation"
-            elif run.messages != theirs.messages_digest or (run.reward is not None and run.reward != theirs.reward):
-                problem = what
-            if problem is not None:
-                if row.seed not in failing:
-                    failing.append(row.seed)
-                found = found or (row, problem, turns if turns is not None else [{"content": row.first_message, "calls": []}])
+    for index, worker in enumerate(workers):
+        runner = SandboxedRunner(worker)
+        for row in ours:  # every seed, even after a difference: robustness compares its replays with these
+            plan: list[tuple[str, list[Any] | None, Any]] = []
+            if row.parrot is not None and index == 0:  # first, where the gate played it last: another sequence before the reference
+                plan.append(("the first-message-only transcript", None, row.parrot))
+            plan.append(("the reference transcript", row.reference.turns, row.reference))  # type: ignore[union-attr]
+            for what, turns, theirs in plan:
+                run = ctx.fresh_call(lambda: replay(runner, row.seed, turns), row.seed, turns or [])
+                compared += 1
+                if index == 0:
+                    ctx.fresh_runs[(row.seed, what)] = run
+                problem = _difference(run, row, theirs, what)
+                if problem is not None:
+                    if row.seed not in failing:
+                        failing.append(row.seed)
+                    if found is None:
+                        fresh = worker
+                        found = (row, problem, turns if turns is not None else [{"content": row.first_message, "calls": []}])
+    lane_failing: list[int] = []
+    if ours:
+        lane_failing, _ = _lane_differences(ctx, ours)
+        compared += len(ours) * len(ctx.lanes.ready())
+    hash_seeds = len({getattr(env, "hash_seed", id(env)) for env in [*ctx.lanes.ready(), *workers]})
+    if found is None and lane_failing:
+        row = next(r for r in ours if r.seed == lane_failing[0])
+        found = (row, "the reference transcript", row.reference.turns)  # type: ignore[union-attr]
+        failing = lane_failing
+        fresh = next((env for env in ctx.lanes.ready() if env is not ctx.env), ctx.env)
     if found is not None:
         row, problem, turns = found
+        failing = sorted(set(failing) | set(lane_failing), key=[r.seed for r in ours].index)
         return CheckResult(
             name="determinism", passed=False, seeds=len(ours), episodes=compared,
-            figure=f"{problem} of seed {row.seed} differs between a fresh worker driven like training and the gate's "
-            f"({len(failing)}/{len(ours)} seeds differ)",
+            figure=f"{problem} of seed {row.seed} differs between workers driven like training ({len(failing)}/{len(ours)} "
+            f"seeds differ; {hash_seeds} hash seeds)",
             message=f"{problem} differs for the same seed and actions between a fresh worker driven like training "
             "(reset and step only, its own hash seed) and a worker that had served other episodes: use only "
             "self.rng(seed) for randomness, keep no random generator or state on the env object, its class or the "
@@ -113,8 +148,9 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
         )
     return CheckResult(
         name="determinism", passed=True, seeds=len(ours), episodes=compared,
-        figure=f"{len(ours)} seeds identical in a fresh worker driven like training (scenarios, first observations, "
-        f"{compared} transcripts and rewards)",
+        figure=f"{len(ours)} seeds identical in fresh workers driven like training and on every lane (scenarios, first "
+        f"observations, {compared} transcripts and rewards; {hash_seeds} hash seeds)",
+        data={"hash_seeds": hash_seeds},
     )
 
 
