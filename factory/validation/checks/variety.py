@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,18 +73,20 @@ def _difference(run: FreshRun, row: SeedSurvey, theirs: Any, what: str) -> str |
     return None
 
 
-def _lane_differences(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[list[int], Any]:
-    """Every row's reference replayed on every lane (each its own hash seed; a fresh env per episode, so a
-    lane is as clean as a new worker): the seeds whose transcript differs from the survey's, and the worker."""
+def _lane_differences(ctx: CheckContext, rows: list[SeedSurvey]) -> list[int]:
+    """Every row's reference replayed on every lane at once (each lane its own hash seed; a fresh env per
+    episode, so a lane is as clean as a new worker): the seeds whose transcript differs from the survey's."""
     plan = {"episodes": [{"seed": r.seed, "turns": r.reference.turns} for r in rows], "with_messages": False}  # type: ignore[union-attr]
-    timeout = min(ctx.config.rpc_timeout_s * 2, sum(ctx.episode_timeout(len(r.reference.turns)) for r in rows))  # type: ignore[union-attr]
+    timeout = min(ctx.config.rpc_timeout_s * 4, sum(ctx.episode_timeout(len(r.reference.turns)) for r in rows))  # type: ignore[union-attr]
+    lanes = ctx.lanes.ready()
+    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+        answers = list(pool.map(lambda env: ctx.call_worker(env.worker, "episodes", plan, timeout, rows[0].seed), lanes))
     failing: list[int] = []
-    for env in ctx.lanes.ready():
-        answers = ctx.call_worker(env.worker, "episodes", plan, timeout, rows[0].seed)
-        for row, answer in zip(rows, _EPISODES.validate_python(answers)):
-            if answer.transcript != row.reference.transcript and row.seed not in failing:  # type: ignore[union-attr]
+    for answer in answers:
+        for row, result in zip(rows, _EPISODES.validate_python(answer)):
+            if result.transcript != row.reference.transcript and row.seed not in failing:  # type: ignore[union-attr]
                 failing.append(row.seed)
-    return failing, None
+    return failing
 
 
 def check_determinism(ctx: CheckContext) -> CheckResult:
@@ -120,21 +123,20 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
                     if found is None:
                         fresh = worker
                         found = (row, problem, turns if turns is not None else [{"content": row.first_message, "calls": []}])
-    lane_failing: list[int] = []
-    if ours:
-        lane_failing, _ = _lane_differences(ctx, ours)
-        compared += len(ours) * len(ctx.lanes.ready())
+    wide = ctx.generated(min(ctx.config.solvability_seeds, len(ctx.seeds)))  # surveyed anyway, for solvability
+    lane_failing = _lane_differences(ctx, wide) if wide else []
+    compared += len(wide) * len(ctx.lanes.ready())
     hash_seeds = len({getattr(env, "hash_seed", id(env)) for env in [*ctx.lanes.ready(), *workers]})
     if found is None and lane_failing:
-        row = next(r for r in ours if r.seed == lane_failing[0])
+        row = next(r for r in wide if r.seed == lane_failing[0])
         found = (row, "the reference transcript", row.reference.turns)  # type: ignore[union-attr]
         failing = lane_failing
         fresh = next((env for env in ctx.lanes.ready() if env is not ctx.env), ctx.env)
     if found is not None:
         row, problem, turns = found
-        failing = sorted(set(failing) | set(lane_failing), key=[r.seed for r in ours].index)
+        failing = sorted(set(failing) | set(lane_failing), key=ctx.index.__getitem__)
         return CheckResult(
-            name="determinism", passed=False, seeds=len(ours), episodes=compared,
+            name="determinism", passed=False, seeds=max(len(ours), len(wide)), episodes=compared,
             figure=f"{problem} of seed {row.seed} differs between workers driven like training ({len(failing)}/{len(ours)} "
             f"seeds differ; {hash_seeds} hash seeds)",
             message=f"{problem} differs for the same seed and actions between a fresh worker driven like training "
@@ -147,9 +149,9 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
             failing_seeds=failing,
         )
     return CheckResult(
-        name="determinism", passed=True, seeds=len(ours), episodes=compared,
-        figure=f"{len(ours)} seeds identical in fresh workers driven like training and on every lane (scenarios, first "
-        f"observations, {compared} transcripts and rewards; {hash_seeds} hash seeds)",
+        name="determinism", passed=True, seeds=max(len(ours), len(wide)), episodes=compared,
+        figure=f"{len(ours)} seeds identical in fresh workers driven like training, {len(wide)} references replayed on every "
+        f"lane (scenarios, first observations, {compared} transcripts and rewards; {hash_seeds} hash seeds)",
         data={"hash_seeds": hash_seeds},
     )
 
