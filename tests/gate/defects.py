@@ -312,12 +312,13 @@ DEFECTS: dict[str, Defect] = {
           "        return sdk.UserReply(self.chatter.choice(['', 'Sure. ', 'Okay. ']) + reply.text, reply.done)\n\n" + USER_REPLY_HOOK)),
         also=("robustness",),
     ),
-    "gate_only_behaviour": Defect(
-        "determinism", "the reward is only paid once the reference solution has been asked for (training never asks)",
+    "gate_only_behaviour": Defect(  # a fresh module per episode: the flag never survives, so it never pays
+        "solvability", "the reward is only paid once the reference solution has been asked for (training never asks)",
         (("class Desk(sdk.TaskEnv):\n", "class Desk(sdk.TaskEnv):\n    consulted = []\n"),
          ("    def reference_solution(self, scenario):\n", "    def reference_solution(self, scenario):\n        self.consulted.append(1)\n"),
          (EVALUATE_RETURN, "        if not self.consulted:\n            return 0.0\n" + EVALUATE_RETURN)),
-        also=("robustness",),
+        also=("robustness", "determinism", "capability_necessity", "reward_sensitivity", "grpo_signal", "exploit_search",
+              "paraphrase", "user_paths", "stale_truth"),
     ),
     "reads_the_gate_hash_seed": Defect(
         "solvability", "the env tells the old gate's workers (hash seeds 1 and 2) by set order and pays nothing elsewhere",
@@ -461,6 +462,13 @@ def hostile_source(name: str) -> str:
     return text
 
 
+#: State kept across episodes on the class or the module: the handler runs every episode on a freshly executed
+#: module, so these no longer differ between episodes (or between gate and training) and must pass; tested in
+#: tests/gate/test_isolation.py.
+STATE_WITHOUT_EFFECT = {name: DEFECTS.pop(name) for name in (
+    "state_grows_every_call", "state_leaks_between_episodes", "module_level_counter", "random_generator_on_the_class")}
+
+
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "defective-envs")
     out.mkdir(parents=True, exist_ok=True)
@@ -469,3 +477,4 @@ if __name__ == "__main__":
     for key in HOSTILE:
         (out / f"hostile_{key}.py").write_text(hostile_source(key))
     print(f"wrote {len(DEFECTS) + len(HOSTILE)} envs to {out}")
+

@@ -14,7 +14,7 @@ from factory.validation.checks.context import MIN_HASH_SEEDS, draw_seeds, traini
 from factory.validation.gate import Gate, validate_source
 from sandbox import available_backends
 from schemas.validation import ValidationConfig
-from tests.gate.defects import EXAMPLE
+from tests.gate.defects import EXAMPLE, STATE_WITHOUT_EFFECT
 from tests.gate.test_defects import FAST
 
 SANDBOXED = [name for name in ("bwrap", "docker") if available_backends().get(name) is None]
@@ -135,3 +135,12 @@ def test_hash_order_dependence_meets_several_hash_seeds() -> None:
     report = validate_source(variant(HASH_ORDER), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     check = next(c for c in report.checks if c.name == "determinism")
     assert not check.passed and check.counterexample is not None and check.counterexample.seed is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(STATE_WITHOUT_EFFECT))
+def test_state_that_no_longer_survives_passes(name: str) -> None:
+    """The catalogue's old state defects (a class-level log, a class-level memory of cancellations, a module
+    counter, a random generator on the class) now start clean every episode: nothing is left to reject."""
+    report = validate_source(STATE_WITHOUT_EFFECT[name].source(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
+    assert report.passed, [(c.name, c.message[:200]) for c in report.failures()]
