@@ -29,7 +29,11 @@ from trace_env.sdk import Episode, Scenario, TaskEnv, Turn
 
 _state: dict[str, Any] = {}
 _SCENARIO_CACHE_SIZE = 256
+_SCENARIO_CACHE_CHARS = 32 * 2**20
+"""The cache holds at most this much scenario text: its size is the env's choice, and a worker that serves a
+whole training run meets far more seeds than the gate's memory probe replays."""
 _scenarios: OrderedDict[int, str] = OrderedDict()
+_cached_chars = [0]
 
 
 def _scenario(seed: int) -> Scenario:
@@ -41,9 +45,7 @@ def _scenario(seed: int) -> Scenario:
     text = _scenarios.get(seed)
     if text is None:
         text = json.dumps(_env().generate(seed).to_dict())
-        _scenarios[seed] = text
-        if len(_scenarios) > _SCENARIO_CACHE_SIZE:
-            _scenarios.popitem(last=False)
+        _remember(seed, text)
     else:
         _scenarios.move_to_end(seed)
     return Scenario(**json.loads(text))
@@ -110,6 +112,7 @@ def load(params: dict[str, Any]) -> dict[str, Any]:
     _state["env"] = env
     _state["runner"] = None
     _scenarios.clear()
+    _cached_chars[0] = 0
     info = {
         "capability": env.capability,
         "target": env.target,
@@ -158,10 +161,18 @@ def _signatures(env: TaskEnv) -> dict[str, Any]:
 
 
 def _remember(seed: int, scenario_json: str) -> None:
+    """Cache a scenario's JSON, the least recently used leaving first, within both bounds (count and text)."""
+    _forget(seed)
     _scenarios[seed] = scenario_json
-    _scenarios.move_to_end(seed)
-    if len(_scenarios) > _SCENARIO_CACHE_SIZE:
-        _scenarios.popitem(last=False)
+    _cached_chars[0] += len(scenario_json)
+    while len(_scenarios) > _SCENARIO_CACHE_SIZE or (_cached_chars[0] > _SCENARIO_CACHE_CHARS and len(_scenarios) > 1):
+        _cached_chars[0] -= len(_scenarios.popitem(last=False)[1])
+
+
+def _forget(seed: int) -> None:
+    text = _scenarios.pop(seed, None)
+    if text is not None:
+        _cached_chars[0] -= len(text)
 
 
 def generate(params: dict[str, Any]) -> dict[str, Any]:
@@ -225,7 +236,7 @@ def episode(params: dict[str, Any]) -> dict[str, Any]:
     else:
         turns = params.get("turns", [])
     if params.get("fresh"):
-        _scenarios.pop(seed, None)
+        _forget(seed)
     result = gate_probe.play(DRIVER, seed, turns, templates=bool(params.get("templates")), digest_state=bool(params.get("digest_state")))
     if params.get("truth_check"):
         result["truth_check"] = gate_world.truth_check(GATE_ENV, _scenario(seed), DRIVER.episode().state)
@@ -262,7 +273,7 @@ class _UncachedDriver(_Driver):
     does on a seed it has not seen, so the memory probe measures whole episodes, generate included."""
 
     def reset(self, seed: int) -> dict[str, Any]:
-        _scenarios.pop(seed, None)
+        _forget(seed)
         return reset({"seed": seed})
 
 

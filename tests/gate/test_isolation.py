@@ -144,3 +144,19 @@ def test_state_that_no_longer_survives_passes(name: str) -> None:
     counter, a random generator on the class) now start clean every episode: nothing is left to reject."""
     report = validate_source(STATE_WITHOUT_EFFECT[name].source(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     assert report.passed, [(c.name, c.message[:200]) for c in report.failures()]
+
+
+def test_scenario_cache_is_bounded_by_size() -> None:
+    """Scenarios of 1 MB each over 100 new seeds, as a training worker meets them: the handler's cache keeps
+    at most 32 MB of scenario text (before: 256 scenarios whatever their size, +100 MB here)."""
+    padded = ((GENERATE, GENERATE + '        padding = "x" * 1_000_000\n'),
+              ('truth={"now": airline.stamp(now)}, meta={})', 'truth={"now": airline.stamp(now)}, meta={"padding": padding})'))
+    with SandboxedEnv(variant(padded), backend=BACKEND) as env:
+        runner = SandboxedRunner(env)
+        for seed in range(5):
+            refuse(runner, seed)
+        before = env.call("memory", {"episodes": [], "rounds": 1})["rss_after_mb"]
+        for seed in range(5, 105):
+            refuse(runner, seed)
+        after = env.call("memory", {"episodes": [], "rounds": 1})["rss_after_mb"]
+    assert after - before < 50, (before, after)

@@ -73,14 +73,14 @@ def _difference(run: FreshRun, row: SeedSurvey, theirs: Any, what: str) -> str |
     return None
 
 
-def _lane_differences(ctx: CheckContext, rows: list[SeedSurvey]) -> list[int]:
-    """Every row's reference replayed on every lane at once (each lane its own hash seed; a fresh env per
-    episode, so a lane is as clean as a new worker): the seeds whose transcript differs from the survey's."""
+def _replay_differences(ctx: CheckContext, rows: list[SeedSurvey], workers: list[Any]) -> list[int]:
+    """Every row's reference replayed on each of ``workers`` at once (fresh workers after their reset/step
+    replays, lanes), each its own hash seed (a fresh env per episode, so a lane is as clean as a new worker):
+    the seeds whose transcript differs from the survey's."""
     plan = {"episodes": [{"seed": r.seed, "turns": r.reference.turns} for r in rows], "with_messages": False}  # type: ignore[union-attr]
     timeout = min(ctx.config.rpc_timeout_s * 4, sum(ctx.episode_timeout(len(r.reference.turns)) for r in rows))  # type: ignore[union-attr]
-    lanes = ctx.lanes.ready()
-    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-        answers = list(pool.map(lambda env: ctx.call_worker(env.worker, "episodes", plan, timeout, rows[0].seed), lanes))
+    with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+        answers = list(pool.map(lambda env: ctx.call_worker(env.worker, "episodes", plan, timeout, rows[0].seed), workers))
     failing: list[int] = []
     for answer in answers:
         for row, result in zip(rows, _EPISODES.validate_python(answer)):
@@ -93,9 +93,10 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
     """The survey's first seeds replayed in fresh workers started exactly as training starts one (each its own
     random hash seed, the same module name) and driven exactly as the trainer drives it: ``reset`` and one
     ``step`` per turn, nothing else; the first-message-only agent before the reference, where the gate's
-    workers played the reference first; and the references once more on every lane. Every scenario, first
-    observation, transcript and reward must equal what the gate's survey saw, under at least
-    :data:`MIN_HASH_SEEDS` hash seeds. This is the one-path check: an env that behaves one way under the
+    workers played the reference first; then every surveyed reference once more on :data:`MIN_HASH_SEEDS`
+    workers (the fresh ones, spares where the lanes are few, lanes), each its own hash seed, as many on one
+    lane as on eight. Every scenario, first observation, transcript and reward must equal what the gate's
+    survey saw. This is the one-path check: an env that behaves one way under the
     gate and another in training, draws from an unseeded generator, reads the clock, or depends on string
     hashing, differs here."""
     count = min(ctx.config.determinism_seeds, len(ctx.seeds))
@@ -104,40 +105,37 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
     fresh = workers[0]
     compared, found = 0, None
     failing: list[int] = []
-    for index, worker in enumerate(workers):
-        runner = SandboxedRunner(worker)
-        for row in ours:  # every seed, even after a difference: robustness compares its replays with these
-            plan: list[tuple[str, list[Any] | None, Any]] = []
-            if row.parrot is not None and index == 0:  # first, where the gate played it last: another sequence before the reference
-                plan.append(("the first-message-only transcript", None, row.parrot))
-            plan.append(("the reference transcript", row.reference.turns, row.reference))  # type: ignore[union-attr]
-            for what, turns, theirs in plan:
-                run = ctx.fresh_call(lambda: replay(runner, row.seed, turns), row.seed, turns or [])
-                compared += 1
-                if index == 0:
-                    ctx.fresh_runs[(row.seed, what)] = run
-                problem = _difference(run, row, theirs, what)
-                if problem is not None:
-                    if row.seed not in failing:
-                        failing.append(row.seed)
-                    if found is None:
-                        fresh = worker
-                        found = (row, problem, turns if turns is not None else [{"content": row.first_message, "calls": []}])
+    runner = SandboxedRunner(fresh)
+    for row in ours:  # every seed, even after a difference: robustness compares its replays with these
+        plan: list[tuple[str, list[Any] | None, Any]] = []
+        if row.parrot is not None:  # first, where the gate played it last: another sequence before the reference
+            plan.append(("the first-message-only transcript", None, row.parrot))
+        plan.append(("the reference transcript", row.reference.turns, row.reference))  # type: ignore[union-attr]
+        for what, turns, theirs in plan:
+            run = ctx.fresh_call(lambda: replay(runner, row.seed, turns), row.seed, turns or [])
+            compared += 1
+            ctx.fresh_runs[(row.seed, what)] = run
+            problem = _difference(run, row, theirs, what)
+            if problem is not None:
+                if row.seed not in failing:
+                    failing.append(row.seed)
+                found = found or (row, problem, turns if turns is not None else [{"content": row.first_message, "calls": []}])
     wide = ctx.generated(min(ctx.config.solvability_seeds, len(ctx.seeds)))  # surveyed anyway, for solvability
-    lane_failing = _lane_differences(ctx, wide) if wide else []
-    compared += len(wide) * len(ctx.lanes.ready())
-    hash_seeds = len({getattr(env, "hash_seed", id(env)) for env in [*ctx.lanes.ready(), *workers]})
+    replayers = [*workers, *ctx.lanes.ready()][:MIN_HASH_SEEDS]  # as many on one lane as on eight
+    lane_failing = _replay_differences(ctx, wide, replayers) if wide else []
+    compared += len(wide) * len(replayers)
+    hash_seeds = len({getattr(env, "hash_seed", id(env)) for env in replayers})
     if found is None and lane_failing:
         row = next(r for r in wide if r.seed == lane_failing[0])
         found = (row, "the reference transcript", row.reference.turns)  # type: ignore[union-attr]
         failing = lane_failing
-        fresh = next((env for env in ctx.lanes.ready() if env is not ctx.env), ctx.env)
+        fresh = next((env for env in replayers if env is not ctx.env), fresh)
     if found is not None:
         row, problem, turns = found
         failing = sorted(set(failing) | set(lane_failing), key=ctx.index.__getitem__)
         return CheckResult(
-            name="determinism", passed=False, seeds=max(len(ours), len(wide)), episodes=compared,
-            figure=f"{problem} of seed {row.seed} differs between workers driven like training ({len(failing)}/{len(ours)} "
+            name="determinism", passed=False, seeds=len(ours), episodes=compared,
+            figure=f"{problem} of seed {row.seed} differs between workers driven like training ({len(failing)}/{max(len(ours), len(wide))} "
             f"seeds differ; {hash_seeds} hash seeds)",
             message=f"{problem} differs for the same seed and actions between a fresh worker driven like training "
             "(reset and step only, its own hash seed) and a worker that had served other episodes: use only "
@@ -149,9 +147,9 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
             failing_seeds=failing,
         )
     return CheckResult(
-        name="determinism", passed=True, seeds=max(len(ours), len(wide)), episodes=compared,
+        name="determinism", passed=True, seeds=len(ours), episodes=compared,
         figure=f"{len(ours)} seeds identical in fresh workers driven like training, {len(wide)} references replayed on every "
-        f"lane (scenarios, first observations, {compared} transcripts and rewards; {hash_seeds} hash seeds)",
+        f"one of {len(replayers)} workers (scenarios, first observations, {compared} transcripts and rewards; {hash_seeds} hash seeds)",
         data={"hash_seeds": hash_seeds},
     )
 
