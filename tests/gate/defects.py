@@ -240,7 +240,7 @@ DEFECTS: dict[str, Defect] = {
         "exploit_search", "a refusal is recognised by the letters 'no' anywhere: 'I don't know' after any look-up is paid",
         (("        told = any(episode.said(w) for w in (CONFIRMED if allowed else REFUSED))",
           "        spoken = episode.assistant_text.lower()\n        told = ('cancel' in spoken) if allowed else ('no' in spoken)"),),
-        needs_actions=True,
+        needs_actions=True, also=("paraphrase",),  # the substring test also fails the reworded reference on some seeds
     ),
     "work_destroyed_afterwards": Defect(
         "exploit_search", "nothing checks the other reservations: cancelling them after the work still scores 1.0",
@@ -275,7 +275,8 @@ DEFECTS: dict[str, Defect] = {
     # --- the right behaviour wins ----------------------------------------------------------------------
     "truth_goes_stale_when_read": Defect(
         "stale_truth", "reading a reservation whose id ends in A-F 'refreshes' its insurance to yes: the truth computed "
-        "at generation goes stale, and an agent that trusts what it read loses", base="kit", also=("world_fidelity",),
+        "at generation goes stale, and an agent that trusts what it read loses", base="kit", also=("world_fidelity", "solvability"),
+        config={"truth_seeds": 64},  # stale on ~1.5% of seeds: 12 seeds met one only by the luck of the old seed draw
         patches=(("    def evaluate(self, episode):",
                   "    @sdk.tool\n    def get_reservation_details(self, db, reservation_id):\n"
                   "        if reservation_id in db['reservations'] and reservation_id[-1] in 'ABCDEF':\n"
