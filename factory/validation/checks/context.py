@@ -138,6 +138,7 @@ class CheckContext:
         declared = self.info.get("reward_range")
         self.low, self.high = (declared if isinstance(declared, list) and len(declared) == 2 and declared[0] < declared[1] else (0.0, 1.0))
         self.surveys: dict[int, SeedSurvey] = {}
+        self.surveyed_by: dict[int, Any] = {}  # seed -> the worker its survey ran on
         self.episodes_run = 0
         self.bad_reward: Finding | None = None
         self.env_error: Finding | None = None
@@ -333,7 +334,12 @@ class CheckContext:
 
     def map(self, calls: list[tuple[str, dict[str, Any], float]], seed: int | None = None, actions: list[Any] | None = None) -> list[Any]:
         """Calls spread over the lanes, answers in the order asked."""
-        return self.lanes.map(calls, lambda worker, method, params, timeout: self.call_worker(worker, method, params, timeout, seed, actions))
+        def invoke(worker: Any, method: str, params: dict[str, Any], timeout: float) -> Any:
+            if method == "survey":  # which worker saw each seed first (determinism replays it under another hash seed)
+                self.surveyed_by.update((int(s), worker) for s in params.get("seeds", []))
+            return self.call_worker(worker, method, params, timeout, seed, actions)
+
+        return self.lanes.map(calls, invoke)
 
     def call_worker(
         self, worker: Any, method: str, params: dict[str, Any], timeout_s: float, seed: int | None = None, actions: list[Any] | None = None

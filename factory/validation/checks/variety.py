@@ -74,28 +74,37 @@ def _difference(run: FreshRun, row: SeedSurvey, theirs: Any, what: str) -> str |
 
 
 def _replay_differences(ctx: CheckContext, rows: list[SeedSurvey], workers: list[Any]) -> list[int]:
-    """Every row's reference replayed on each of ``workers`` at once (fresh workers after their reset/step
-    replays, lanes), each its own hash seed (a fresh env per episode, so a lane is as clean as a new worker):
-    the seeds whose transcript differs from the survey's."""
-    plan = {"episodes": [{"seed": r.seed, "turns": r.reference.turns} for r in rows], "with_messages": False}  # type: ignore[union-attr]
-    timeout = min(ctx.config.rpc_timeout_s * 4, sum(ctx.episode_timeout(len(r.reference.turns)) for r in rows))  # type: ignore[union-attr]
+    """The rows' references dealt round-robin over ``workers`` other than the one that surveyed each (fresh
+    workers after their reset/step replays, lanes), each its own hash seed (a fresh env per episode, so a lane is as clean as a new worker), replayed
+    at once: the seeds whose transcript differs from the survey's. One replay per row keeps the cost to one
+    more pass over the survey's references, while the rows together meet every worker's hash seed."""
+    shares: list[list[SeedSurvey]] = [[] for _ in workers]
+    for i, row in enumerate(rows):  # never on the worker that surveyed it: every replay compares two hash seeds
+        others = [k for k, env in enumerate(workers) if env.worker is not ctx.surveyed_by.get(row.seed)] or list(range(len(workers)))
+        shares[others[i % len(others)]].append(row)
+
+    def play(index: int) -> list[tuple[SeedSurvey, Any]]:
+        mine = shares[index]
+        if not mine:
+            return []
+        plan = {"episodes": [{"seed": r.seed, "turns": r.reference.turns} for r in mine], "with_messages": False}  # type: ignore[union-attr]
+        timeout = min(ctx.config.rpc_timeout_s * 2, sum(ctx.episode_timeout(len(r.reference.turns)) for r in mine))  # type: ignore[union-attr]
+        answer = ctx.call_worker(workers[index].worker, "episodes", plan, timeout, mine[0].seed)
+        return list(zip(mine, _EPISODES.validate_python(answer)))
+
     with ThreadPoolExecutor(max_workers=len(workers)) as pool:
-        answers = list(pool.map(lambda env: ctx.call_worker(env.worker, "episodes", plan, timeout, rows[0].seed), workers))
-    failing: list[int] = []
-    for answer in answers:
-        for row, result in zip(rows, _EPISODES.validate_python(answer)):
-            if result.transcript != row.reference.transcript and row.seed not in failing:  # type: ignore[union-attr]
-                failing.append(row.seed)
-    return failing
+        results = [pair for part in pool.map(play, range(len(workers))) for pair in part]
+    failing = {row.seed for row, result in results if result.transcript != row.reference.transcript}  # type: ignore[union-attr]
+    return [row.seed for row in rows if row.seed in failing]
 
 
 def check_determinism(ctx: CheckContext) -> CheckResult:
     """The survey's first seeds replayed in fresh workers started exactly as training starts one (each its own
     random hash seed, the same module name) and driven exactly as the trainer drives it: ``reset`` and one
     ``step`` per turn, nothing else; the first-message-only agent before the reference, where the gate's
-    workers played the reference first; then every surveyed reference once more on :data:`MIN_HASH_SEEDS`
-    workers (the fresh ones, spares where the lanes are few, lanes), each its own hash seed, as many on one
-    lane as on eight. Every scenario, first observation, transcript and reward must equal what the gate's
+    workers played the reference first; then every surveyed reference once more, dealt over
+    :data:`MIN_HASH_SEEDS` workers (the fresh ones, spares where the lanes are few, lanes), each its own hash
+    seed, as many on one lane as on eight. Every scenario, first observation, transcript and reward must equal what the gate's
     survey saw. This is the one-path check: an env that behaves one way under the
     gate and another in training, draws from an unseeded generator, reads the clock, or depends on string
     hashing, differs here."""
@@ -123,7 +132,7 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
     wide = ctx.generated(min(ctx.config.solvability_seeds, len(ctx.seeds)))  # surveyed anyway, for solvability
     replayers = [*workers, *ctx.lanes.ready()][:MIN_HASH_SEEDS]  # as many on one lane as on eight
     lane_failing = _replay_differences(ctx, wide, replayers) if wide else []
-    compared += len(wide) * len(replayers)
+    compared += len(wide)
     hash_seeds = len({getattr(env, "hash_seed", id(env)) for env in replayers})
     if found is None and lane_failing:
         row = next(r for r in wide if r.seed == lane_failing[0])
@@ -148,8 +157,8 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
         )
     return CheckResult(
         name="determinism", passed=True, seeds=len(ours), episodes=compared,
-        figure=f"{len(ours)} seeds identical in fresh workers driven like training, {len(wide)} references replayed on every "
-        f"one of {len(replayers)} workers (scenarios, first observations, {compared} transcripts and rewards; {hash_seeds} hash seeds)",
+        figure=f"{len(ours)} seeds identical in fresh workers driven like training, {len(wide)} references replayed over "
+        f"{len(replayers)} workers (scenarios, first observations, {compared} transcripts and rewards; {hash_seeds} hash seeds)",
         data={"hash_seeds": hash_seeds},
     )
 
