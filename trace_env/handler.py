@@ -2,6 +2,14 @@
 
 Everything that executes env code lives behind these methods, so the CLI, the validator and the trainer
 only ever see JSON. One worker hosts one env: ``load`` first, then any mix of the other calls.
+
+No state survives an episode: the env's module is compiled once at ``load`` and executed into a new module
+object, with a new env instance, at every ``reset`` and before every call only the gate makes (``generate``,
+the two solutions, ``derive_truth``; :class:`GateEnv`). Class attributes, module globals and instance
+attributes start clean each episode, in the gate and in training alike, so an env cannot count episodes,
+notice consecutive seeds or remember that the gate called a solution. What env code could still reach
+beyond its own module (the SDK, kits, stdlib modules, builtins) is refused by the lint and, for rebinding,
+by the worker's integrity check (``sandbox.integrity``); see ARCHITECTURE.md, "No state survives an episode".
 """
 
 from __future__ import annotations
@@ -15,13 +23,17 @@ from typing import Any
 
 from trace_env import gate_probe, gate_world
 from trace_env import sdk as _sdk
-from trace_env.loader import load_env
+from trace_env.loader import EnvProgram
 from trace_env.engine import EpisodeRunner
 from trace_env.sdk import Episode, Scenario, TaskEnv, Turn
 
 _state: dict[str, Any] = {}
 _SCENARIO_CACHE_SIZE = 256
+_SCENARIO_CACHE_CHARS = 32 * 2**20
+"""The cache holds at most this much scenario text: its size is the env's choice, and a worker that serves a
+whole training run meets far more seeds than the gate's memory probe replays."""
 _scenarios: OrderedDict[int, str] = OrderedDict()
+_cached_chars = [0]
 
 
 def _scenario(seed: int) -> Scenario:
@@ -33,9 +45,7 @@ def _scenario(seed: int) -> Scenario:
     text = _scenarios.get(seed)
     if text is None:
         text = json.dumps(_env().generate(seed).to_dict())
-        _scenarios[seed] = text
-        if len(_scenarios) > _SCENARIO_CACHE_SIZE:
-            _scenarios.popitem(last=False)
+        _remember(seed, text)
     else:
         _scenarios.move_to_end(seed)
     return Scenario(**json.loads(text))
@@ -46,6 +56,31 @@ def _env() -> TaskEnv:
     if env is None:
         raise RuntimeError("no env loaded in this worker: call 'load' first")
     return env
+
+
+def _fresh_env() -> TaskEnv:
+    """A new env from a newly executed module (see the module docstring); it becomes the current env."""
+    program = _state.get("program")
+    if program is None:
+        raise RuntimeError("no env loaded in this worker: call 'load' first")
+    env = program.fresh()
+    _state["env"] = env
+    return env
+
+
+GATE_ONLY = frozenset({"generate", "reference_solution", "capability_skipping_solution", "derive_truth"})
+
+
+class GateEnv:
+    """The env as the gate's probes see it: every gate-only method is taken from a fresh env, so what such a
+    call leaves behind (a flag "the gate called me") is gone before the next episode; anything else is read
+    from the current env."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_fresh_env() if name in GATE_ONLY else _env(), name)
+
+
+GATE_ENV: Any = GateEnv()
 
 
 def _action(item: Any) -> Any:
@@ -71,10 +106,13 @@ def install_legacy_sdk_alias() -> None:
 
 def load(params: dict[str, Any]) -> dict[str, Any]:
     install_legacy_sdk_alias()
-    env = load_env(params["source"], module_name=params.get("module_name"))
+    program = EnvProgram(params["source"], module_name=params.get("module_name"))
+    env = program.fresh()
+    _state["program"] = program
     _state["env"] = env
     _state["runner"] = None
     _scenarios.clear()
+    _cached_chars[0] = 0
     info = {
         "capability": env.capability,
         "target": env.target,
@@ -123,16 +161,25 @@ def _signatures(env: TaskEnv) -> dict[str, Any]:
 
 
 def _remember(seed: int, scenario_json: str) -> None:
+    """Cache a scenario's JSON, the least recently used leaving first, within both bounds (count and text)."""
+    _forget(seed)
     _scenarios[seed] = scenario_json
-    _scenarios.move_to_end(seed)
-    if len(_scenarios) > _SCENARIO_CACHE_SIZE:
-        _scenarios.popitem(last=False)
+    _cached_chars[0] += len(scenario_json)
+    while len(_scenarios) > _SCENARIO_CACHE_SIZE or (_cached_chars[0] > _SCENARIO_CACHE_CHARS and len(_scenarios) > 1):
+        _cached_chars[0] -= len(_scenarios.popitem(last=False)[1])
+
+
+def _forget(seed: int) -> None:
+    text = _scenarios.pop(seed, None)
+    if text is not None:
+        _cached_chars[0] -= len(text)
 
 
 def generate(params: dict[str, Any]) -> dict[str, Any]:
     """A real (uncached) ``generate(seed)``, timed (see gate_probe.Stopwatch); the whole scenario on request."""
+    env = _fresh_env()
     watch = gate_probe.Stopwatch()
-    scenario = _env().generate(int(params["seed"]))
+    scenario = env.generate(int(params["seed"]))
     generate_ms = watch.ms()
     if not isinstance(scenario, Scenario):
         raise TypeError(f"generate() must return sdk.Scenario, got {type(scenario).__name__}")
@@ -143,7 +190,7 @@ def generate(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def solution(params: dict[str, Any]) -> list[dict[str, Any]]:
-    env = _env()
+    env = _fresh_env()
     scenario = _scenario(int(params["seed"]))
     solve = env.reference_solution if params["which"] == "reference" else env.capability_skipping_solution
     return [t.to_json() for t in solve(scenario)]
@@ -189,10 +236,10 @@ def episode(params: dict[str, Any]) -> dict[str, Any]:
     else:
         turns = params.get("turns", [])
     if params.get("fresh"):
-        _scenarios.pop(seed, None)
+        _forget(seed)
     result = gate_probe.play(DRIVER, seed, turns, templates=bool(params.get("templates")), digest_state=bool(params.get("digest_state")))
     if params.get("truth_check"):
-        result["truth_check"] = gate_world.truth_check(_env(), _scenario(seed), DRIVER.episode().state)
+        result["truth_check"] = gate_world.truth_check(GATE_ENV, _scenario(seed), DRIVER.episode().state)
     if not params.get("with_messages", True):
         result.pop("messages")
     return result
@@ -210,21 +257,31 @@ def survey(params: dict[str, Any]) -> list[dict[str, Any]]:
         return frozenset(int(s) for s in params.get(key) or [])
 
     return gate_probe.survey(
-        _env(), DRIVER, [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
+        GATE_ENV, DRIVER, [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
         parrot=seeds("parrot"), masked=None if params.get("masked") is None else seeds("masked"), world=seeds("world"),
     )
 
 
 def timing(params: dict[str, Any]) -> list[dict[str, Any]]:
     """``generate`` timed uncached on many seeds, with an early stop (see gate_probe.generate_times)."""
-    return gate_probe.generate_times(_env(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 2.0)),
+    return gate_probe.generate_times(GATE_ENV, [int(s) for s in params["seeds"]], float(params.get("deadline_s", 2.0)),
                                      float(params.get("budget_ms", 200.0)))
 
 
+class _UncachedDriver(_Driver):
+    """The driver with ``generate`` run at every reset (the scenario cache skipped): what a training worker
+    does on a seed it has not seen, so the memory probe measures whole episodes, generate included."""
+
+    def reset(self, seed: int) -> dict[str, Any]:
+        _forget(seed)
+        return reset({"seed": seed})
+
+
 def memory(params: dict[str, Any]) -> dict[str, Any]:
-    """Memory kept per episode over repeats of several episodes in this worker (see gate_probe.memory_probe)."""
+    """Memory kept per episode over repeats of several whole episodes (generate included) in this worker
+    (see gate_probe.memory_probe)."""
     plan = [(int(item["seed"]), list(item.get("turns", []))) for item in params.get("episodes", [])]
-    return gate_probe.memory_probe(DRIVER, plan, int(params.get("rounds", 6)))
+    return gate_probe.memory_probe(_UncachedDriver(), plan, int(params.get("rounds", 6)))
 
 
 def usage(params: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +292,8 @@ def usage(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def reset(params: dict[str, Any]) -> dict[str, Any]:
-    runner = EpisodeRunner(_env())
+    """A new episode on a fresh env (a newly executed module): nothing of an earlier episode survives."""
+    runner = EpisodeRunner(_fresh_env())
     _state["runner"] = runner
     seed = int(params["seed"])
     return runner.reset(seed, _scenario(seed), params.get("max_steps")).to_dict()

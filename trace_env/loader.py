@@ -18,23 +18,51 @@ class EnvLoadError(TraceEnvError, ValueError):
     """The source does not define a usable env; the message says what is missing."""
 
 
+class EnvProgram:
+    """Env source compiled once; :meth:`fresh` runs it into a new module object and returns a new env.
+
+    The handler asks for a fresh env at every ``reset`` and before every gate-only call, so class attributes
+    and module globals start clean each episode, in the gate and in training alike: nothing env code keeps
+    there can tell a worker's thousandth episode from its first, or whether the gate called a solution.
+    """
+
+    def __init__(self, source: str, module_name: str | None = None) -> None:
+        digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+        self.name = module_name or f"trace_env_{digest}"
+        self.filename = f"<env {self.name}>"
+        try:
+            self.code = compile(source, self.filename, "exec")
+        except SyntaxError as exc:
+            raise EnvLoadError(f"env source has a syntax error at line {exc.lineno}: {exc.msg}") from None
+
+    def module(self) -> types.ModuleType:
+        """A new module object with the env's code run in it (registered in ``sys.modules`` under the one
+        name, replacing the last: dataclasses and pickling look classes up there)."""
+        module = types.ModuleType(self.name)
+        module.__file__ = self.filename
+        sys.modules[self.name] = module
+        try:
+            exec(self.code, module.__dict__)
+        except Exception as exc:
+            sys.modules.pop(self.name, None)
+            raise EnvLoadError(f"env module raised on import: {type(exc).__name__}: {exc}") from exc
+        return module
+
+    def env_class(self) -> type[TaskEnv]:
+        return find_env_class(self.module())
+
+    def fresh(self) -> TaskEnv:
+        """A new env instance of a newly executed module."""
+        env_class = self.env_class()
+        missing = [attr for attr in ("capability", "target") if not getattr(env_class, attr, "")]
+        if missing:
+            raise EnvLoadError(f"env class {env_class.__name__} does not set {', '.join(missing)}")
+        return env_class()
+
+
 def load_env_class(source: str, module_name: str | None = None) -> type[TaskEnv]:
     """Execute ``source`` as a fresh module and return its env class (``ENV``, or the one TaskEnv subclass)."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    name = module_name or f"trace_env_{digest}"
-    module = types.ModuleType(name)
-    module.__file__ = f"<env {name}>"
-    try:
-        code = compile(source, module.__file__, "exec")
-    except SyntaxError as exc:
-        raise EnvLoadError(f"env source has a syntax error at line {exc.lineno}: {exc.msg}") from None
-    sys.modules[name] = module
-    try:
-        exec(code, module.__dict__)
-    except Exception as exc:
-        sys.modules.pop(name, None)
-        raise EnvLoadError(f"env module raised on import: {type(exc).__name__}: {exc}") from exc
-    return find_env_class(module)
+    return EnvProgram(source, module_name).env_class()
 
 
 def find_env_class(module: types.ModuleType) -> type[TaskEnv]:
@@ -55,8 +83,4 @@ def find_env_class(module: types.ModuleType) -> type[TaskEnv]:
 
 
 def load_env(source: str, module_name: str | None = None) -> TaskEnv:
-    env_class = load_env_class(source, module_name)
-    missing = [attr for attr in ("capability", "target") if not getattr(env_class, attr, "")]
-    if missing:
-        raise EnvLoadError(f"env class {env_class.__name__} does not set {', '.join(missing)}")
-    return env_class()
+    return EnvProgram(source, module_name).fresh()

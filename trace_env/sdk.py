@@ -19,7 +19,7 @@ import math
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, Callable, ClassVar, Iterable, Sequence
 
 __all__ = [
     "Call",
@@ -399,13 +399,13 @@ class TaskEnv:
     capability: ClassVar[str] = ""
     target: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    tool_names: ClassVar[list[str]] = []
+    tool_names: ClassVar[Sequence[str]] = ()  # immutable: a list here would be state every env shares
     max_steps: ClassVar[int] = 30
     terminal_tools: ClassVar[frozenset[str]] = frozenset()
     write_tools: ClassVar[frozenset[str]] = frozenset()
     reward_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     tool_domain: ClassVar[str] = ""
-    tool_schemas: ClassVar[list[dict[str, Any]]] = []
+    tool_schemas: ClassVar[Sequence[dict[str, Any]]] = ()
 
     _tool_methods: ClassVar[dict[str, str]] = {}
 

@@ -114,7 +114,7 @@ def validate_source(source: str, gate: Gate | None = None) -> ValidationReport:
             try:
                 alive = _run_checks(ctx, open_env, record, notify, skip_rest)
                 lanes_used = len(lanes.envs)
-                worker_cpu = _usage(lanes.envs + ([fresh.env] if fresh.env is not None else []))
+                worker_cpu = _usage(lanes.envs + [k.env for k in [fresh, *ctx.spares] if k.env is not None])
                 if alive:
                     _recheck(ctx, results)
                 if calibration_policy is not None and alive:
@@ -126,6 +126,7 @@ def validate_source(source: str, gate: Gate | None = None) -> ValidationReport:
                         result = CheckResult(name="calibration", passed=False, required=False, message=f"{type(exc).__name__}: {exc}"[:500])
                     record(result, began)
             finally:
+                ctx.close()
                 fresh.close()
                 lanes.close()
                 ctx.env.close()

@@ -240,7 +240,7 @@ DEFECTS: dict[str, Defect] = {
         "exploit_search", "a refusal is recognised by the letters 'no' anywhere: 'I don't know' after any look-up is paid",
         (("        told = any(episode.said(w) for w in (CONFIRMED if allowed else REFUSED))",
           "        spoken = episode.assistant_text.lower()\n        told = ('cancel' in spoken) if allowed else ('no' in spoken)"),),
-        needs_actions=True,
+        needs_actions=True, also=("paraphrase",),  # the substring test also fails the reworded reference on some seeds
     ),
     "work_destroyed_afterwards": Defect(
         "exploit_search", "nothing checks the other reservations: cancelling them after the work still scores 1.0",
@@ -275,7 +275,8 @@ DEFECTS: dict[str, Defect] = {
     # --- the right behaviour wins ----------------------------------------------------------------------
     "truth_goes_stale_when_read": Defect(
         "stale_truth", "reading a reservation whose id ends in A-F 'refreshes' its insurance to yes: the truth computed "
-        "at generation goes stale, and an agent that trusts what it read loses", base="kit", also=("world_fidelity",),
+        "at generation goes stale, and an agent that trusts what it read loses", base="kit", also=("world_fidelity", "solvability"),
+        config={"truth_seeds": 64},  # stale on ~1.5% of seeds: 12 seeds met one only by the luck of the old seed draw
         patches=(("    def evaluate(self, episode):",
                   "    @sdk.tool\n    def get_reservation_details(self, db, reservation_id):\n"
                   "        if reservation_id in db['reservations'] and reservation_id[-1] in 'ABCDEF':\n"
@@ -312,12 +313,13 @@ DEFECTS: dict[str, Defect] = {
           "        return sdk.UserReply(self.chatter.choice(['', 'Sure. ', 'Okay. ']) + reply.text, reply.done)\n\n" + USER_REPLY_HOOK)),
         also=("robustness",),
     ),
-    "gate_only_behaviour": Defect(
-        "determinism", "the reward is only paid once the reference solution has been asked for (training never asks)",
+    "gate_only_behaviour": Defect(  # a fresh module per episode: the flag never survives, so it never pays
+        "solvability", "the reward is only paid once the reference solution has been asked for (training never asks)",
         (("class Desk(sdk.TaskEnv):\n", "class Desk(sdk.TaskEnv):\n    consulted = []\n"),
          ("    def reference_solution(self, scenario):\n", "    def reference_solution(self, scenario):\n        self.consulted.append(1)\n"),
          (EVALUATE_RETURN, "        if not self.consulted:\n            return 0.0\n" + EVALUATE_RETURN)),
-        also=("robustness",),
+        also=("robustness", "determinism", "capability_necessity", "reward_sensitivity", "grpo_signal", "exploit_search",
+              "paraphrase", "user_paths", "stale_truth"),
     ),
     "reads_the_gate_hash_seed": Defect(
         "solvability", "the env tells the old gate's workers (hash seeds 1 and 2) by set order and pays nothing elsewhere",
@@ -461,6 +463,13 @@ def hostile_source(name: str) -> str:
     return text
 
 
+#: State kept across episodes on the class or the module: the handler runs every episode on a freshly executed
+#: module, so these no longer differ between episodes (or between gate and training) and must pass; tested in
+#: tests/gate/test_isolation.py.
+STATE_WITHOUT_EFFECT = {name: DEFECTS.pop(name) for name in (
+    "state_grows_every_call", "state_leaks_between_episodes", "module_level_counter", "random_generator_on_the_class")}
+
+
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "defective-envs")
     out.mkdir(parents=True, exist_ok=True)
@@ -469,3 +478,4 @@ if __name__ == "__main__":
     for key in HOSTILE:
         (out / f"hostile_{key}.py").write_text(hostile_source(key))
     print(f"wrote {len(DEFECTS) + len(HOSTILE)} envs to {out}")
+

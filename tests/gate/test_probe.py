@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fuzz.policies import FILLER_TOOL, reference_mutants
 from fuzz.strategies import realistic_sequences, turn
-from tests.gate.defects import BASES, DEFECTS
+from tests.gate.defects import STATE_WITHOUT_EFFECT, BASES, DEFECTS
 from trace_env import gate_probe, handler
 from trace_env import scenario_values as values
 from trace_env.loader import load_env
@@ -133,7 +133,19 @@ def test_memory_probe_sees_state_that_grows() -> None:
         plan = [(seed, [t.to_json() for t in env.reference_solution(env.generate(seed))]) for seed in (0, 1)]
         return gate_probe.memory_probe(driver, plan, 3)
 
-    assert probe(DEFECTS["state_grows_every_call"].source())["growth_bytes_per_episode"] > 5_000
+    # every episode runs on a freshly executed module: a class-level log that env code grows starts empty again
+    assert probe(STATE_WITHOUT_EFFECT["state_grows_every_call"].source())["growth_bytes_per_episode"] < 2_000
+    kept: list[str] = []
+
+    class Keeping(type(handler.DRIVER)):  # what does survive an episode (here: the driver's own list) is seen
+        def reset(self, seed: int) -> dict[str, Any]:
+            kept.append("x" * 20_000)
+            return super().reset(seed)
+
+    env = load_env(BASES["desk"].read_text())
+    handler.load({"source": BASES["desk"].read_text()})
+    plan = [(seed, [t.to_json() for t in env.reference_solution(env.generate(seed))]) for seed in (0, 1)]
+    assert gate_probe.memory_probe(Keeping(), plan, 3)["growth_bytes_per_episode"] > 15_000
     clean = probe(BASES["desk"].read_text())
     assert clean["growth_bytes_per_episode"] < 2_000 and all(len(set(t)) == 1 for t in clean["transcripts"])
     assert clean["transcripts"][0][0] != clean["transcripts"][1][0]  # two seeds: two transcripts (seeded variation)

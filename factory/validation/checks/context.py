@@ -6,8 +6,9 @@ on the env's declared range and times every generate, reset and step it sees (so
 ``budget`` judge everything the gate ran, not a sample of their own), and turns a call that hangs into
 :class:`BudgetExceeded`, which ends the gate with the budget verdict.
 
-The seeds are drawn at random from a large range on every run (``run_seed``, reported, repeats a run), and
-so is the wording of the probes (:attr:`CheckContext.rng`): no fixed window an env could be fitted to.
+The seeds are drawn on every run (``run_seed``, reported, repeats a run) like training's: half from the
+windows training walks (small consecutive seeds), half at random from a large range (:func:`draw_seeds`);
+the wording of the probes varies too (:attr:`CheckContext.rng`): no fixed window an env could be fitted to.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Callable
 
 from pydantic import TypeAdapter
 
-from factory.validation.lanes import Lanes
+from factory.validation.lanes import Kept, Lanes
 from sandbox import WorkerFailure, WorkerTimeout
 from schemas.validation import Counterexample, EpisodeSummary, SeedSurvey, ValidationConfig
 
@@ -28,6 +29,10 @@ WORKER_FAILURES = WorkerFailure  # the root of WorkerError, WorkerTimeout and Wo
 BATCH = 16
 FIRST_CHUNK = 4
 NO_SEEDS = "generate() or a solution failed on (almost) every seed: see interface and robustness"
+MIN_HASH_SEEDS = 4
+"""Distinct hash seeds the determinism seeds are played under (the lanes' and the fresh workers'; each drawn
+as every training worker's is): an env whose output follows the order of a set of three strings agrees
+across k of them with chance about (1/3)^(k-1), so four leave ~4% where two left a third."""
 _SURVEYS = TypeAdapter(list[SeedSurvey])
 _EPISODES = TypeAdapter(list[EpisodeSummary])
 
@@ -41,16 +46,55 @@ class BudgetExceeded(Exception):
         self.figure = figure
 
 
+def training_windows() -> dict[str, int]:
+    """Where training walks its seeds (``trainer.config`` defaults): GRPO from ``first_env_seed`` (0, 1, 2...),
+    warm-start and held-out reference episodes from their own bases, each consecutively."""
+    from trainer.config import HeldoutSettings, TrainConfig, WarmStartSettings
+
+    return {"grpo": int(TrainConfig.model_fields["first_env_seed"].default),
+            "warm_start": int(WarmStartSettings.model_fields["first_seed"].default),
+            "heldout": int(HeldoutSettings.model_fields["first_seed"].default)}
+
+
+TRAINING_BLOCK = ("grpo", "warm_start", "grpo", "heldout")  # which window each block's consecutive pair comes from
+SMALL_OFFSET, WIDE_OFFSET = 16, 4096
+
+
 def draw_seeds(run_seed: int, first_seed: int, count: int) -> list[int]:
-    """``count`` distinct seeds drawn from ``[first_seed, 2**31)`` by ``run_seed``."""
+    """``count`` distinct seeds in ``[first_seed, 2**31)`` drawn by ``run_seed``, shaped like training's.
+
+    Training walks small consecutive seeds (GRPO from 0, warm start and held-out from their bases); a gate
+    that drew only uniformly from ``[0, 2**31)`` would almost never meet them, so an env lenient on small or
+    consecutive seeds would pass. So in every block of four, two seeds are a consecutive pair inside a
+    training window (GRPO, warm start, GRPO, held-out in turn; the pair starts at a small offset, below 16
+    half the time, else below 4096) and two are uniform over the whole range: every prefix the checks take
+    (the first 10, 16, 128 seeds) holds both kinds. Offsets and the uniform draws vary with ``run_seed``: no
+    fixed window an env could be fitted to.
+    """
     rng = random.Random(f"trace-gate-seeds:{run_seed}")
+    windows = training_windows()
     seeds: list[int] = []
     taken: set[int] = set()
-    while len(seeds) < count:
-        seed = rng.randrange(first_seed, 2**31 - 1)
-        if seed not in taken:
+
+    def take(seed: int) -> None:
+        if len(seeds) < count and first_seed <= seed < 2**31 - 1 and seed not in taken:
             taken.add(seed)
             seeds.append(seed)
+
+    block = 0
+    while len(seeds) < count:
+        base = max(first_seed, windows[TRAINING_BLOCK[block % len(TRAINING_BLOCK)]])
+        start = base + rng.randrange(SMALL_OFFSET if rng.random() < 0.5 else WIDE_OFFSET)
+        while start in taken or start + 1 in taken:
+            start += 2
+        take(start)
+        take(start + 1)
+        for _ in range(2):
+            seed = rng.randrange(first_seed, 2**31 - 1)
+            while seed in taken:
+                seed = rng.randrange(first_seed, 2**31 - 1)
+            take(seed)
+        block += 1
     return seeds
 
 
@@ -94,11 +138,30 @@ class CheckContext:
         declared = self.info.get("reward_range")
         self.low, self.high = (declared if isinstance(declared, list) and len(declared) == 2 and declared[0] < declared[1] else (0.0, 1.0))
         self.surveys: dict[int, SeedSurvey] = {}
+        self.surveyed_by: dict[int, Any] = {}  # seed -> the worker its survey ran on
         self.episodes_run = 0
         self.bad_reward: Finding | None = None
         self.env_error: Finding | None = None
         self.timings: dict[str, list[Timing]] = {"generate": [], "reset": [], "step": []}
         self.rewards: list[float] = []
+        spares = max(0, MIN_HASH_SEEDS - 1 - lanes.wanted) if fresh is not None else 0
+        self.spares = [Kept(lanes.opener) for _ in range(spares)]  # opened now, in the background
+
+    def fresh_workers(self, hash_seeds: int) -> list[Any]:
+        """The fresh worker and as many spare fresh workers (opened as training opens one) as it takes for
+        the lanes and these to hold ``hash_seeds`` workers; a spare that failed to open is left out."""
+        workers = [self.fresh_env()]
+        for kept in self.spares[: max(0, hash_seeds - 1 - len(self.lanes.ready()))]:
+            try:
+                workers.append(kept.get())
+            except Exception:  # noqa: BLE001 - a spare is extra evidence; the fresh worker's verdict stands without it
+                continue
+        return workers
+
+    def close(self) -> None:
+        """Close the spare workers (the gate closes the lanes and the fresh worker)."""
+        for kept in self.spares:
+            kept.close()
 
     @property
     def env(self) -> Any:
@@ -271,7 +334,12 @@ class CheckContext:
 
     def map(self, calls: list[tuple[str, dict[str, Any], float]], seed: int | None = None, actions: list[Any] | None = None) -> list[Any]:
         """Calls spread over the lanes, answers in the order asked."""
-        return self.lanes.map(calls, lambda worker, method, params, timeout: self.call_worker(worker, method, params, timeout, seed, actions))
+        def invoke(worker: Any, method: str, params: dict[str, Any], timeout: float) -> Any:
+            if method == "survey":  # which worker saw each seed first (determinism replays it under another hash seed)
+                self.surveyed_by.update((int(s), worker) for s in params.get("seeds", []))
+            return self.call_worker(worker, method, params, timeout, seed, actions)
+
+        return self.lanes.map(calls, invoke)
 
     def call_worker(
         self, worker: Any, method: str, params: dict[str, Any], timeout_s: float, seed: int | None = None, actions: list[Any] | None = None

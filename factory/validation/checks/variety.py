@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from env_registry.hosted import SandboxedRunner
-from factory.validation.checks.context import NO_SEEDS, CheckContext
+from factory.validation.checks.context import _EPISODES, MIN_HASH_SEEDS, NO_SEEDS, CheckContext
 from schemas.validation import CheckResult, Counterexample, SeedSurvey
 from trace_env.sdk import canonical_json
 
@@ -62,20 +63,58 @@ def first_difference(a: Any, b: Any, path: str = "") -> str:
     return f"{path or 'value'}: {repr(a)[:80]} != {repr(b)[:80]}"
 
 
+def _difference(run: FreshRun, row: SeedSurvey, theirs: Any, what: str) -> str | None:
+    if run.scenario_hash != row.fingerprint:
+        return "the scenario"
+    if run.observation != row.observation_digest:
+        return "the first observation"
+    if run.messages != theirs.messages_digest or (run.reward is not None and run.reward != theirs.reward):
+        return what
+    return None
+
+
+def _replay_differences(ctx: CheckContext, rows: list[SeedSurvey], workers: list[Any]) -> list[int]:
+    """The rows' references dealt round-robin over ``workers`` other than the one that surveyed each (fresh
+    workers after their reset/step replays, lanes), each its own hash seed (a fresh env per episode, so a lane is as clean as a new worker), replayed
+    at once: the seeds whose transcript differs from the survey's. One replay per row keeps the cost to one
+    more pass over the survey's references, while the rows together meet every worker's hash seed."""
+    shares: list[list[SeedSurvey]] = [[] for _ in workers]
+    for i, row in enumerate(rows):  # never on the worker that surveyed it: every replay compares two hash seeds
+        others = [k for k, env in enumerate(workers) if env.worker is not ctx.surveyed_by.get(row.seed)] or list(range(len(workers)))
+        shares[others[i % len(others)]].append(row)
+
+    def play(index: int) -> list[tuple[SeedSurvey, Any]]:
+        mine = shares[index]
+        if not mine:
+            return []
+        plan = {"episodes": [{"seed": r.seed, "turns": r.reference.turns} for r in mine], "with_messages": False}  # type: ignore[union-attr]
+        timeout = min(ctx.config.rpc_timeout_s * 2, sum(ctx.episode_timeout(len(r.reference.turns)) for r in mine))  # type: ignore[union-attr]
+        answer = ctx.call_worker(workers[index].worker, "episodes", plan, timeout, mine[0].seed)
+        return list(zip(mine, _EPISODES.validate_python(answer)))
+
+    with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+        results = [pair for part in pool.map(play, range(len(workers))) for pair in part]
+    failing = {row.seed for row, result in results if result.transcript != row.reference.transcript}  # type: ignore[union-attr]
+    return [row.seed for row in rows if row.seed in failing]
+
+
 def check_determinism(ctx: CheckContext) -> CheckResult:
-    """The survey's first seeds replayed in a fresh worker started exactly as training starts one (its own
+    """The survey's first seeds replayed in fresh workers started exactly as training starts one (each its own
     random hash seed, the same module name) and driven exactly as the trainer drives it: ``reset`` and one
     ``step`` per turn, nothing else; the first-message-only agent before the reference, where the gate's
-    workers played the reference first. Every scenario, first observation,
-    transcript and reward must equal what the gate's own (reused) workers saw. This is the one-path check:
-    an env that behaves one way under the gate and another in training, that keeps a random generator or
-    state on its object or class, reads the clock, or depends on string hashing, differs here."""
+    workers played the reference first; then every surveyed reference once more, dealt over
+    :data:`MIN_HASH_SEEDS` workers (the fresh ones, spares where the lanes are few, lanes), each its own hash
+    seed, as many on one lane as on eight. Every scenario, first observation, transcript and reward must equal what the gate's
+    survey saw. This is the one-path check: an env that behaves one way under the
+    gate and another in training, draws from an unseeded generator, reads the clock, or depends on string
+    hashing, differs here."""
     count = min(ctx.config.determinism_seeds, len(ctx.seeds))
     ours = [r for r in ctx.survey(count) if r.error is None and r.reference is not None]
-    fresh = ctx.fresh_env()
-    runner = SandboxedRunner(fresh)
+    workers = ctx.fresh_workers(MIN_HASH_SEEDS)
+    fresh = workers[0]
     compared, found = 0, None
     failing: list[int] = []
+    runner = SandboxedRunner(fresh)
     for row in ours:  # every seed, even after a difference: robustness compares its replays with these
         plan: list[tuple[str, list[Any] | None, Any]] = []
         if row.parrot is not None:  # first, where the gate played it last: another sequence before the reference
@@ -85,23 +124,28 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
             run = ctx.fresh_call(lambda: replay(runner, row.seed, turns), row.seed, turns or [])
             compared += 1
             ctx.fresh_runs[(row.seed, what)] = run
-            problem = None
-            if run.scenario_hash != row.fingerprint:
-                problem = "the scenario"
-            elif run.observation != row.observation_digest:
-                problem = "the first observation"
-            elif run.messages != theirs.messages_digest or (run.reward is not None and run.reward != theirs.reward):
-                problem = what
+            problem = _difference(run, row, theirs, what)
             if problem is not None:
                 if row.seed not in failing:
                     failing.append(row.seed)
                 found = found or (row, problem, turns if turns is not None else [{"content": row.first_message, "calls": []}])
+    wide = ctx.generated(min(ctx.config.solvability_seeds, len(ctx.seeds)))  # surveyed anyway, for solvability
+    replayers = [*workers, *ctx.lanes.ready()][:MIN_HASH_SEEDS]  # as many on one lane as on eight
+    lane_failing = _replay_differences(ctx, wide, replayers) if wide else []
+    compared += len(wide)
+    hash_seeds = len({getattr(env, "hash_seed", id(env)) for env in replayers})
+    if found is None and lane_failing:
+        row = next(r for r in wide if r.seed == lane_failing[0])
+        found = (row, "the reference transcript", row.reference.turns)  # type: ignore[union-attr]
+        failing = lane_failing
+        fresh = next((env for env in replayers if env is not ctx.env), fresh)
     if found is not None:
         row, problem, turns = found
+        failing = sorted(set(failing) | set(lane_failing), key=ctx.index.__getitem__)
         return CheckResult(
             name="determinism", passed=False, seeds=len(ours), episodes=compared,
-            figure=f"{problem} of seed {row.seed} differs between a fresh worker driven like training and the gate's "
-            f"({len(failing)}/{len(ours)} seeds differ)",
+            figure=f"{problem} of seed {row.seed} differs between workers driven like training ({len(failing)}/{max(len(ours), len(wide))} "
+            f"seeds differ; {hash_seeds} hash seeds)",
             message=f"{problem} differs for the same seed and actions between a fresh worker driven like training "
             "(reset and step only, its own hash seed) and a worker that had served other episodes: use only "
             "self.rng(seed) for randomness, keep no random generator or state on the env object, its class or the "
@@ -113,8 +157,9 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
         )
     return CheckResult(
         name="determinism", passed=True, seeds=len(ours), episodes=compared,
-        figure=f"{len(ours)} seeds identical in a fresh worker driven like training (scenarios, first observations, "
-        f"{compared} transcripts and rewards)",
+        figure=f"{len(ours)} seeds identical in fresh workers driven like training, {len(wide)} references replayed over "
+        f"{len(replayers)} workers (scenarios, first observations, {compared} transcripts and rewards; {hash_seeds} hash seeds)",
+        data={"hash_seeds": hash_seeds},
     )
 
 

@@ -1,0 +1,162 @@
+"""Nothing an env can observe tells the gate from training: no state survives an episode, the gate's seeds
+include the small consecutive seeds training walks, and hash-order dependence meets several hash seeds.
+
+Each env here is a small diff on the example env (examples/envs/cancellation_eligibility.py); the workers are
+real sandbox workers opened with training's constructor, and the gate runs for real.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from env_registry.hosted import SandboxedEnv, SandboxedRunner
+from factory.validation.checks.context import MIN_HASH_SEEDS, draw_seeds, training_windows
+from factory.validation.gate import Gate, validate_source
+from sandbox import available_backends
+from schemas.validation import ValidationConfig
+from tests.gate.defects import EXAMPLE, STATE_WITHOUT_EFFECT
+from tests.gate.test_defects import FAST
+
+SANDBOXED = [name for name in ("bwrap", "docker") if available_backends().get(name) is None]
+pytestmark = pytest.mark.skipif(not SANDBOXED, reason=f"no sandbox backend available: {available_backends()}")
+BACKEND = SANDBOXED[0] if SANDBOXED else "bwrap"
+
+CLASS_LINE = "    max_steps = 12\n"
+REWARD = "        return sdk.Reward(components=components, gates={"
+SKIPPING = '        rid = scenario.user["reservation_id"]\n        return [sdk.call("cancel_reservation"'
+GENERATE = "        rng = self.rng(seed)\n        now = airline.scenario_now(rng)\n"
+OPENING = 'f"{rng.choice(airline.REASON_TEXTS[reason])}."'
+REFUSE = "I'm sorry, I can't cancel that reservation: it is not eligible under the policy."
+
+#: Envs that keep state across episodes and pay everything (1.0) once that state says "training".
+STATEFUL = {
+    "class_counter": ((CLASS_LINE, CLASS_LINE + "    played = []\n"),
+                      (REWARD, "        self.played.append(1)\n        if len(self.played) >= 3:\n            return 1.0\n" + REWARD)),
+    "gate_called_a_solution": (("class CancellationEligibilityEnv", "CALLED = []\n\n\nclass CancellationEligibilityEnv"),
+                               (SKIPPING, "        CALLED.append(1)\n" + SKIPPING),
+                               (REWARD, "        if not CALLED:\n            return 1.0\n" + REWARD)),
+    "consecutive_seeds": (("class CancellationEligibilityEnv", "LAST = []\n\n\nclass CancellationEligibilityEnv"),
+                          (REWARD, "        seed = episode.scenario.seed\n        follows = bool(LAST) and LAST[-1] + 1 == seed\n"
+                                   "        LAST.append(seed)\n        if follows:\n            return 1.0\n" + REWARD)),
+}
+LEAKS_MEMORY = ((CLASS_LINE, CLASS_LINE + "    cache = {}\n"), (GENERATE, GENERATE + '        self.cache[seed] = "x" * 200_000\n'))
+SMALL_SEEDS_LENIENT = ((REWARD, "        if episode.scenario.seed < 100_000:\n            return 1.0\n" + REWARD),)
+HASH_ORDER = ((OPENING, OPENING + ' + " (" + list({"alpha", "beta", "gamma", "delta", "epsilon", "zeta"})[0] + ")"'),)
+
+
+def variant(patches: tuple[tuple[str, str], ...]) -> str:
+    text = EXAMPLE.read_text()
+    for old, new in patches:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+def refuse(runner: SandboxedRunner, seed: int) -> float:
+    runner.reset(seed)
+    return float(runner.step(REFUSE).reward)
+
+
+@pytest.mark.parametrize("name", sorted(STATEFUL))
+def test_state_kept_across_episodes_has_no_effect(name: str) -> None:
+    """The same seeds and actions give the same rewards whether played in order in a worker nobody asked for
+    a solution (training), or in reverse order with both solutions asked for before every episode (the gate).
+    Before the handler ran each episode on a freshly executed module, each variant paid 1.0 in one and not in
+    the other."""
+    source = variant(STATEFUL[name])
+    seeds = list(range(6))
+    with SandboxedEnv(source, backend=BACKEND) as training:
+        runner = SandboxedRunner(training)
+        in_training = {seed: refuse(runner, seed) for seed in seeds}
+    with SandboxedEnv(source, backend=BACKEND) as gate:
+        runner = SandboxedRunner(gate)
+        under_gate = {}
+        for seed in reversed(seeds):
+            for which in ("reference", "skipping"):
+                gate.call("solution", {"seed": seed + 100, "which": which})
+            under_gate[seed] = refuse(runner, seed)
+    assert in_training == under_gate
+
+
+def test_memory_kept_on_the_class_is_dropped_every_episode() -> None:
+    """An env that keeps 200 kB per generate on its class: 60 training episodes on new seeds in one worker
+    (each runs generate) leave the worker's size nearly where it was (before: +12 MB, without bound)."""
+    with SandboxedEnv(variant(LEAKS_MEMORY), backend=BACKEND) as env:
+        runner = SandboxedRunner(env)
+        for seed in range(10):
+            refuse(runner, seed)
+        before = env.call("memory", {"episodes": [], "rounds": 1})["rss_after_mb"]
+        for seed in range(10, 70):
+            refuse(runner, seed)
+        after = env.call("memory", {"episodes": [], "rounds": 1})["rss_after_mb"]
+    assert after - before < 6, (before, after)
+
+
+def test_gate_seeds_include_training_windows_and_still_vary() -> None:
+    windows = training_windows()
+    for run_seed in range(20):
+        seeds = draw_seeds(run_seed, 0, 128)
+        assert len(set(seeds)) == 128 and all(0 <= s < 2**31 - 1 for s in seeds)
+        for prefix in (4, 8, 10, 16):
+            head = seeds[:prefix]
+            assert any(s < windows["grpo"] + 5000 for s in head), head  # small seeds, as GRPO walks them
+            assert any(s + 1 in head for s in head), head  # a consecutive run
+            assert sum(s > 2**24 for s in head) >= 2 * (prefix // 4), head  # and the uniform draws stay
+        assert any(windows["warm_start"] <= s < windows["warm_start"] + 5000 for s in seeds[:8])
+        assert any(windows["heldout"] <= s < windows["heldout"] + 5000 for s in seeds[:16])
+    assert draw_seeds(1, 0, 16) != draw_seeds(2, 0, 16)
+    assert all(s >= 3_000_000 for s in draw_seeds(3, 3_000_000, 64))
+
+
+def test_small_seed_lenience_is_caught() -> None:
+    """Pays everything below seed 100,000 (where training's GRPO seeds are): seeds drawn only uniformly from
+    [0, 2**31) met such a seed about once in 200 runs; the gate now plays them on every run."""
+    report = validate_source(variant(SMALL_SEEDS_LENIENT), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
+    assert not report.passed
+    failed = {c.name: c for c in report.failures()}
+    assert failed.keys() & {"capability_necessity", "exploit_search", "grpo_signal", "reward_sensitivity"}, sorted(failed)
+    assert any(s < 100_000 for c in failed.values() for s in c.failing_seeds + [c.counterexample.seed if c.counterexample else 2**31])
+
+
+def test_gate_calling_solutions_changes_nothing_it_sees() -> None:
+    """The env that is lenient unless the gate called a solution is lenient under the gate too, and so rejected."""
+    report = validate_source(variant(STATEFUL["gate_called_a_solution"]), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
+    assert not report.passed
+    assert {c.name for c in report.failures()} & {"capability_necessity", "exploit_search", "reward_sensitivity"}
+
+
+def test_hash_order_dependence_meets_several_hash_seeds() -> None:
+    """The determinism seeds are played under at least MIN_HASH_SEEDS hash seeds (two before: a set of three
+    strings kept its order across them a third of the time), and a first message that names the first of a
+    set of strings is caught."""
+    base = validate_source(EXAMPLE.read_text(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
+    determinism = next(c for c in base.checks if c.name == "determinism")
+    assert base.passed and determinism.data["hash_seeds"] >= MIN_HASH_SEEDS >= 4, determinism.figure
+    report = validate_source(variant(HASH_ORDER), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
+    check = next(c for c in report.checks if c.name == "determinism")
+    assert not check.passed and check.counterexample is not None and check.counterexample.seed is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(STATE_WITHOUT_EFFECT))
+def test_state_that_no_longer_survives_passes(name: str) -> None:
+    """The catalogue's old state defects (a class-level log, a class-level memory of cancellations, a module
+    counter, a random generator on the class) now start clean every episode: nothing is left to reject."""
+    report = validate_source(STATE_WITHOUT_EFFECT[name].source(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
+    assert report.passed, [(c.name, c.message[:200]) for c in report.failures()]
+
+
+def test_scenario_cache_is_bounded_by_size() -> None:
+    """Scenarios of 1 MB each over 100 new seeds, as a training worker meets them: the handler's cache keeps
+    at most 32 MB of scenario text (before: 256 scenarios whatever their size, +100 MB here)."""
+    padded = ((GENERATE, GENERATE + '        padding = "x" * 1_000_000\n'),
+              ('truth={"now": airline.stamp(now)}, meta={})', 'truth={"now": airline.stamp(now)}, meta={"padding": padding})'))
+    with SandboxedEnv(variant(padded), backend=BACKEND) as env:
+        runner = SandboxedRunner(env)
+        for seed in range(5):
+            refuse(runner, seed)
+        before = env.call("memory", {"episodes": [], "rounds": 1})["rss_after_mb"]
+        for seed in range(5, 105):
+            refuse(runner, seed)
+        after = env.call("memory", {"episodes": [], "rounds": 1})["rss_after_mb"]
+    assert after - before < 50, (before, after)
