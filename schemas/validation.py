@@ -62,6 +62,9 @@ class ValidationConfig(BaseModel):
         description="distinct reference decisions: calls with their arguments, state changes and yes/no answers, ids and names masked",
     )
     determinism_seeds: int = Field(16, ge=1, le=1_000, description="seeds replayed in a second worker with another hash seed")
+    determinism_sweep_seeds: int = Field(1024, ge=0, le=100_000, description="seeds whose generate() is compared between "
+                                         "two workers with different hash seeds (each stops after determinism_sweep_s)")
+    determinism_sweep_s: float = Field(0.5, gt=0, le=60, description="time each worker spends on the sweep at most")
     world_seeds: int = Field(16, ge=0, le=1_000, description="seeds whose reference is replayed with the target kit's tools and whose state is checked against the world's invariants")
     truth_seeds: int = Field(32, ge=0, le=1_000, description="seeds whose truth is recomputed (derive_truth) after the reference's reads")
     paraphrase_seeds: int = Field(12, ge=0, le=1_000, description="seeds whose reference is played reworded and with reads reordered")
@@ -258,3 +261,11 @@ class GenerateTiming(_FromSandbox):
     seed: int
     ms: float = Field(ge=0)
     error: str | None = None
+
+
+class GenerateFingerprint(_FromSandbox):
+    """``generate(seed)``'s scenario as a hash, from one worker (its own hash seed): the determinism sweep."""
+
+    seed: int
+    fingerprint: str | None = Field(None, max_length=64)
+    error: str | None = Field(None, max_length=200)

@@ -268,6 +268,28 @@ def timing(params: dict[str, Any]) -> list[dict[str, Any]]:
                                      float(params.get("budget_ms", 200.0)))
 
 
+def fingerprints(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """``generate`` on many seeds, each on a fresh env as a training reset makes it, hashed: two workers with
+    different hash seeds must agree on every seed (the determinism sweep). Stops at the deadline."""
+    import hashlib
+    import time
+
+    started, out = time.perf_counter(), []
+    for seed in [int(s) for s in params["seeds"]]:
+        if out and time.perf_counter() - started > float(params.get("deadline_s", 1.0)):
+            break
+        try:
+            scenario = _fresh_env().generate(seed)
+            if not isinstance(scenario, Scenario):
+                raise TypeError(type(scenario).__name__)
+            text = json.dumps(scenario.to_dict(), sort_keys=True, default=str)
+        except Exception as exc:  # a raising seed is the survey's finding, not this probe's
+            out.append({"seed": seed, "error": type(exc).__name__[:200]})
+            continue
+        out.append({"seed": seed, "fingerprint": hashlib.sha256(text.encode()).hexdigest()})
+    return out
+
+
 class _UncachedDriver(_Driver):
     """The driver with ``generate`` run at every reset (the scenario cache skipped): what a training worker
     does on a seed it has not seen, so the memory probe measures whole episodes, generate included."""
@@ -316,5 +338,5 @@ def truncate(params: dict[str, Any]) -> dict[str, Any]:
 
 METHODS = {
     "load": load, "generate": generate, "solution": solution, "episode": episode, "reset": reset, "step": step,
-    "truncate": truncate, "episodes": episodes, "survey": survey, "memory": memory, "timing": timing, "usage": usage,
+    "truncate": truncate, "episodes": episodes, "survey": survey, "memory": memory, "timing": timing, "fingerprints": fingerprints, "usage": usage,
 }

@@ -7,13 +7,15 @@ real sandbox workers opened with training's constructor, and the gate runs for r
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from env_registry.hosted import SandboxedEnv, SandboxedRunner
 from factory.validation.checks.context import MIN_HASH_SEEDS, draw_seeds, training_windows
 from factory.validation.gate import Gate, validate_source
 from sandbox import available_backends
-from schemas.validation import ValidationConfig
+from schemas.validation import CheckResult, ValidationConfig
 from tests.gate.defects import EXAMPLE, STATE_WITHOUT_EFFECT
 from tests.gate.test_defects import FAST
 
@@ -160,3 +162,25 @@ def test_scenario_cache_is_bounded_by_size() -> None:
             refuse(runner, seed)
         after = env.call("memory", {"episodes": [], "rounds": 1})["rss_after_mb"]
     assert after - before < 50, (before, after)
+
+
+def test_hash_order_dependence_on_a_few_seeds_is_met_by_the_generate_sweep() -> None:
+    """A scenario that depends on hash order only on one seed in forty, on none of the gate's surveyed seeds:
+    the replays never meet it, the sweep of ``generate`` over many more seeds in two workers does."""
+    config = {**FAST, "determinism_sweep_s": 5.0}
+    surveyed = draw_seeds(config["run_seed"], 0, config["solvability_seeds"])
+    residue = next(k for k in range(40) if all(s % 40 != k for s in surveyed))
+    names = ", ".join(f'"{w}"' for w in ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi "
+                                         "omicron pi rho sigma tau upsilon").split())
+    rare = ((OPENING, OPENING + f' + (" (" + list({{{names}}})[0] + ")" if seed % 40 == {residue} else "")'),)
+
+    def determinism(**overrides: Any) -> CheckResult:
+        report = validate_source(variant(rare), Gate(config=ValidationConfig(**{**config, **overrides}), backend=BACKEND))
+        return next(c for c in report.checks if c.name == "determinism")
+
+    caught = determinism()
+    assert not caught.passed and caught.figure.startswith("generate("), caught.figure
+    assert caught.counterexample is not None and caught.counterexample.seed is not None
+    assert caught.counterexample.seed % 40 == residue
+    missed = determinism(determinism_sweep_seeds=0)
+    assert missed.passed, missed.figure

@@ -10,7 +10,9 @@ from typing import Any
 
 from env_registry.hosted import SandboxedRunner
 from factory.validation.checks.context import _EPISODES, MIN_HASH_SEEDS, NO_SEEDS, CheckContext
-from schemas.validation import CheckResult, Counterexample, SeedSurvey
+from pydantic import TypeAdapter
+
+from schemas.validation import CheckResult, Counterexample, GenerateFingerprint, SeedSurvey
 from trace_env.sdk import canonical_json
 
 
@@ -98,6 +100,33 @@ def _replay_differences(ctx: CheckContext, rows: list[SeedSurvey], workers: list
     return [row.seed for row in rows if row.seed in failing]
 
 
+_FINGERPRINTS = TypeAdapter(list[GenerateFingerprint])
+
+
+def _sweep_differences(ctx: CheckContext, workers: list[Any]) -> tuple[list[int], int]:
+    """``generate`` on ``determinism_sweep_seeds`` more seeds (drawn like the gate's, so training's windows and
+    the whole range) in two workers with different hash seeds, each for at most ``determinism_sweep_s``: the
+    seeds whose scenarios differ, and how many were compared. Cheap (no episodes), so it meets a region of
+    seeds that depends on hash order (a few percent of the range) that the replayed references may miss."""
+    c = ctx.config
+    pair = workers[:2]
+    if len(pair) < 2 or not c.determinism_sweep_seeds:
+        return [], 0
+    from factory.validation.checks.context import draw_seeds
+
+    seeds = draw_seeds(ctx.run_seed + 2, c.first_seed, c.determinism_sweep_seeds)
+    params = {"seeds": seeds, "deadline_s": c.determinism_sweep_s}
+
+    def sweep(env: Any) -> dict[int, str]:
+        answer = ctx.call_worker(env.worker, "fingerprints", params, c.rpc_timeout_s + c.determinism_sweep_s, seeds[0])
+        return {item.seed: item.fingerprint for item in _FINGERPRINTS.validate_python(answer) if item.fingerprint}
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first, second = pool.map(sweep, pair)
+    both = [s for s in seeds if s in first and s in second]
+    return [s for s in both if first[s] != second[s]], len(both)
+
+
 def check_determinism(ctx: CheckContext) -> CheckResult:
     """The survey's first seeds replayed in fresh workers started exactly as training starts one (each its own
     random hash seed, the same module name) and driven exactly as the trainer drives it: ``reset`` and one
@@ -134,6 +163,18 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
     lane_failing = _replay_differences(ctx, wide, replayers) if wide else []
     compared += len(wide)
     hash_seeds = len({getattr(env, "hash_seed", id(env)) for env in replayers})
+    swept_failing, swept = _sweep_differences(ctx, replayers)
+    if found is None and swept_failing:
+        seed = swept_failing[0]
+        return CheckResult(
+            name="determinism", passed=False, seeds=swept, episodes=compared, failing_seeds=swept_failing[:50],
+            figure=f"generate({seed}) differs between two workers with different hash seeds ({len(swept_failing)}/{swept} "
+            "seeds of the sweep differ)",
+            message=f"generate() gives another scenario for the same seed in another worker ({len(swept_failing)}/{swept} "
+            "seeds): the scenario depends on string hashing (the order of a set of strings, hash()) or on other state "
+            "of the process; build it from self.rng(seed) only, and sort any set before choosing from it",
+            counterexample=Counterexample(seed=seed, detail=f"generate({seed}) hashed differently in two fresh workers"),
+        )
     if found is None and lane_failing:
         row = next(r for r in wide if r.seed == lane_failing[0])
         found = (row, "the reference transcript", row.reference.turns)  # type: ignore[union-attr]
@@ -158,8 +199,9 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
     return CheckResult(
         name="determinism", passed=True, seeds=len(ours), episodes=compared,
         figure=f"{len(ours)} seeds identical in fresh workers driven like training, {len(wide)} references replayed over "
-        f"{len(replayers)} workers (scenarios, first observations, {compared} transcripts and rewards; {hash_seeds} hash seeds)",
-        data={"hash_seeds": hash_seeds},
+        f"{len(replayers)} workers (scenarios, first observations, {compared} transcripts and rewards; {hash_seeds} hash seeds); "
+        f"generate swept on {swept} more seeds in two",
+        data={"hash_seeds": hash_seeds, "swept": swept},
     )
 
 
