@@ -97,6 +97,8 @@ class ValidationConfig(BaseModel):
     step_budget_ms: float = Field(100.0, gt=0, le=600_000, description="ms of one step (wall time less waiting for a CPU), judged at the 95th percentile")
     generate_timing_seeds: int = Field(32, ge=0, le=100_000, description="seeds generate() is timed on uncached (stops at the first slow one)")
     budget_max_factor: float = Field(5.0, ge=1, le=1_000, description="no single call may take more than this times its budget")
+    budget_confirmed_factor: float = Field(2.0, ge=1, le=1_000, description="a call over this times its budget that is "
+                                           "as slow when re-timed fails the budget check (slow on some arguments, not a stray pause)")
     max_steps_limit: int = Field(100, ge=1, le=10_000, description="longest episode an env may declare")
     memory_budget_mb: int = Field(512, ge=16, le=1_048_576, description="worker memory, now and projected")
     memory_projection_episodes: int = Field(

@@ -16,7 +16,7 @@ from factory.validation import gate as gate_module
 from factory.validation.gate import Gate, validate_source
 from fuzz import exploits
 from sandbox import available_backends
-from schemas.validation import ValidationConfig, ValidationReport
+from schemas.validation import CheckResult, ValidationConfig, ValidationReport
 from tests.gate.defects import BASES, DEFECTS, VALID
 from tests.gate.test_defects import FAST
 from trace_env import gate_probe
@@ -172,3 +172,24 @@ def test_a_step_that_sleeps_is_over_budget(monkeypatch: pytest.MonkeyPatch) -> N
     report = validate_source(source, Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     budget = next(c for c in report.checks if c.name == "budget")
     assert not budget.passed and "step" in budget.message
+
+
+def test_a_tool_slow_on_a_few_arguments_fails_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool that takes 0.25 s (2.5 times the step budget) on about one reservation in twenty-five: the 95th
+    percentile stays low, and the slowest call, re-timed, is as slow, so it fails; with the old allowance
+    (no call over 5x the budget) it passed."""
+    monkeypatch.setattr(gate_module, "check_source", lambda source: [])
+    source = BASES["tiny"].read_text().replace("class TinyCancel", "SLOWED = []\n\n\nclass TinyCancel").replace(
+        '    def get_reservation_details(self, state, reservation_id):\n',
+        '    def get_reservation_details(self, state, reservation_id):\n        import time\n'
+        '        if not SLOWED and sum(map(ord, str(reservation_id))) % 25 == 0:\n'
+        '            SLOWED.append(1)\n            time.sleep(0.25)\n')  # once an episode: no step near the hard 5x abort
+
+    def budget(**overrides: float) -> CheckResult:
+        report = validate_source(source, Gate(config=ValidationConfig(**{**FAST, **overrides}), backend=BACKEND))
+        return next(c for c in report.checks if c.name == "budget")
+
+    slow = budget()
+    assert not slow.passed and "step" in slow.message and "at most" in slow.message, slow.figure
+    assert slow.counterexample is not None and slow.counterexample.seed is not None
+    assert budget(budget_confirmed_factor=5.0).passed

@@ -178,7 +178,8 @@ def check_user_paths(ctx: CheckContext) -> CheckResult:
 def check_budget(ctx: CheckContext) -> CheckResult:
     """Time of every generate (uncached), reset and step the gate ran, plus ``generate`` alone on many more
     seeds (stopping at the first slow one), judged on the 95th percentile and the maximum (a maximum over
-    budget is re-timed once, so a stray pause does not fail an env). Times are wall time less the time
+    ``budget_confirmed_factor`` times the budget is re-timed once, so a stray pause does not fail an env and a
+    call slow on some arguments does, however rare those arguments are). Times are wall time less the time
     spent waiting for a CPU, so a sleep or a blocking wait counts and a busy machine does not."""
     c = ctx.config
     _time_generate(ctx)
@@ -188,12 +189,13 @@ def check_budget(ctx: CheckContext) -> CheckResult:
         if slowest is None:
             continue
         budget = ctx.budget_of(kind)
-        if high > budget * c.budget_max_factor:
+        limit = budget * c.budget_confirmed_factor  # re-timed: a call slow on its arguments, not a stray pause
+        if high > limit:
             high = min(high, ctx.retime(slowest))
         parts.append(f"{kind} p95 {p95:.1f}/max {high:.1f} ms")
-        if p95 > budget or high > budget * c.budget_max_factor:
-            problems.append(f"{kind} takes {p95:.0f} ms at the 95th percentile and {high:.0f} ms at most (budget {budget:.0f} ms, "
-                            f"no call over {budget * c.budget_max_factor:.0f} ms)")
+        if p95 > budget or high > limit:
+            problems.append(f"{kind} takes {p95:.0f} ms at the 95th percentile and {high:.0f} ms at most, re-timed (budget "
+                            f"{budget:.0f} ms, no call over {limit:.0f} ms)")
             counterexample = counterexample or slowest.counterexample()
     count = sum(len(v) for v in ctx.timings.values())
     return CheckResult(
