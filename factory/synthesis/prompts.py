@@ -139,7 +139,8 @@ GATE_RULES = """\
 - reward bounds: the reward is finite and in [0, 1] for ANY action sequence, garbage and repeated calls included
   (a reward on another scale declares `reward_range = (low, high)` and returns a float in it).
 - budget: generate + reset within {reset_ms:.0f} ms and a step within {step_ms:.0f} ms (wall time, sleeps and waits
-  included), at the 95th percentile, on every seed (generate is also timed alone on many more seeds).
+  included), at the 95th percentile, on every seed (generate is also timed alone on many more seeds), and no
+  call, re-timed, over twice its budget on any argument, however rare.
 
 Reward design for GRPO: grade progress (partial credit per sub-goal), compute it from the final state and the
 transcript (never trust the agent's claims alone), check that required information was communicated, and use
