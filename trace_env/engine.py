@@ -291,13 +291,13 @@ def run_episode(
         last = runner.step(turn)
         if last.terminated or last.truncated:
             break
+    ended_by: str | None
     if last is None or not (last.terminated or last.truncated):
-        graded = runner.grade()
-        runner.done = True
-        assert runner.episode is not None
-        runner.episode.ended_by = runner.episode.ended_by or "actions_exhausted"
+        graded = runner.truncate().info["reward_detail"]  # as training grades a capped episode
+        ended_by = "actions_exhausted"
     else:
         graded = last.info["reward_detail"]
+        ended_by = runner.episode.ended_by if runner.episode is not None else None
     assert runner.episode is not None
     return {
         "seed": seed,
@@ -305,7 +305,7 @@ def run_episode(
         "reward": graded["total"],
         "reward_detail": graded,
         "steps": runner.episode.steps,
-        "ended_by": runner.episode.ended_by,
+        "ended_by": ended_by,
         "messages": runner.episode.messages,
         "env_errors": list(runner.env_errors),
     }

@@ -121,18 +121,20 @@ def play(driver: Driver, seed: int, turns: list[Any], templates: bool = False, d
                     pool.heard(str(message.get("content", "")))
         if last["terminated"] or last["truncated"]:
             break
+    ended_by: str | None
     if last is None or not (last["terminated"] or last["truncated"]):
-        graded = driver.finish()
-        episode.ended_by = episode.ended_by or "actions_exhausted"
+        graded = driver.finish()  # graded as training grades a capped episode; the gate's own name for it
+        ended_by = "actions_exhausted"
     else:
         graded = last["info"]["reward_detail"]
+        ended_by = episode.ended_by
     result = {
         "seed": seed,
         "scenario_hash": first["info"]["scenario_hash"],
         "reward": graded["total"],
         "reward_detail": graded,
         "steps": episode.steps,
-        "ended_by": episode.ended_by,
+        "ended_by": ended_by,
         "messages": episode.messages,
         "env_errors": list(driver.env_errors()),
         "reset_ms": reset_ms,

@@ -206,10 +206,9 @@ class _Driver:
         return step({"action": action})
 
     def finish(self) -> dict[str, Any]:
-        runner = _state["runner"]
-        graded = runner.grade()
-        runner.done = True
-        return graded
+        """The agent stopped before the episode ended: graded through ``truncate``, what training calls when
+        it caps turns, so the env sees the same episode (``ended_by`` is ``max_steps``) in both."""
+        return truncate({})["info"]["reward_detail"]
 
     def episode(self) -> Episode:
         return _state["runner"].episode

@@ -6,12 +6,14 @@ the trusted built-in blueprints, or under the explicitly unsafe backend.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import sys
 import types
 
 from trace_env.errors import TraceEnvError
 from trace_env.sdk import TaskEnv
+from trace_env.shared_state import SharedState, imported_kits, preload
 
 
 class EnvLoadError(TraceEnvError, ValueError):
@@ -23,7 +25,9 @@ class EnvProgram:
 
     The handler asks for a fresh env at every ``reset`` and before every gate-only call, so class attributes
     and module globals start clean each episode, in the gate and in training alike: nothing env code keeps
-    there can tell a worker's thousandth episode from its first, or whether the gate called a solution.
+    there can tell a worker's thousandth episode from its first, or whether the gate called a solution. The
+    kits it imports are loaded before its code first runs, and their shared containers are put back before
+    every run (:mod:`trace_env.shared_state`), so nothing survives there either.
     """
 
     def __init__(self, source: str, module_name: str | None = None) -> None:
@@ -31,13 +35,19 @@ class EnvProgram:
         self.name = module_name or f"trace_env_{digest}"
         self.filename = f"<env {self.name}>"
         try:
-            self.code = compile(source, self.filename, "exec")
+            tree = ast.parse(source, self.filename)
+            self.code = compile(tree, self.filename, "exec")
         except SyntaxError as exc:
             raise EnvLoadError(f"env source has a syntax error at line {exc.lineno}: {exc.msg}") from None
+        except ValueError as exc:  # a NUL byte in the source
+            raise EnvLoadError(f"env source cannot be compiled: {exc}") from None
+        preload(imported_kits(tree))
+        self.shared = SharedState()
 
     def module(self) -> types.ModuleType:
         """A new module object with the env's code run in it (registered in ``sys.modules`` under the one
         name, replacing the last: dataclasses and pickling look classes up there)."""
+        self.shared.restore()
         module = types.ModuleType(self.name)
         module.__file__ = self.filename
         sys.modules[self.name] = module

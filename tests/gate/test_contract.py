@@ -17,7 +17,7 @@ from factory.validation.gate import Gate, validate_source
 from fuzz import exploits
 from sandbox import available_backends
 from schemas.validation import CheckResult, ValidationConfig, ValidationReport
-from tests.gate.defects import BASES, DEFECTS, VALID
+from tests.gate.defects import BASES, DEFECTS, EVALUATE_RETURN, VALID
 from tests.gate.test_defects import FAST
 from trace_env import gate_probe
 
@@ -104,6 +104,23 @@ def test_gate_only_behaviour_is_seen_and_training_behaves_as_the_gate_saw() -> N
         env.call("reset", {"seed": seed})
         rewards = [env.call("step", {"action": t})["reward"] for t in turns]
     assert rewards[-1] == 0.0
+
+
+def test_an_episode_the_gate_cuts_short_is_graded_as_training_grades_it() -> None:
+    """The gate's exploits, mutants and mixtures often stop before the episode ends; training caps turns the same
+    way (``truncate``). An env that pays only when ``episode.ended_by`` is set (never under the old gate, whose
+    unfinished episodes were graded with ``ended_by`` None) sees the same episode both ways."""
+    source = BASES["desk"].read_text().replace(EVALUATE_RETURN, "        return 0.0 if episode.ended_by is None else 1.0")
+    with SandboxedEnv(source, backend=BACKEND) as env:
+        turns = env.call("solution", {"seed": 5, "which": "reference"})[:1]  # a read, then the agent stops
+        gate = env.call("episode", {"seed": 5, "turns": turns})
+        env.call("reset", {"seed": 5})
+        for turn in turns:
+            env.call("step", {"action": turn})
+        training = env.call("truncate", {})
+    assert gate["ended_by"] == "actions_exhausted"
+    assert training["info"]["ended_by"] == "max_steps"
+    assert gate["reward"] == training["reward"] == 1.0
 
 
 def test_counterexamples_are_replayed_before_they_are_reported() -> None:

@@ -47,6 +47,9 @@ def test_defect_is_rejected_by_the_right_check(name: str) -> None:
         assert check.counterexample is not None and check.counterexample.seed is not None, check
         if defect.needs_actions:
             assert check.counterexample.actions, f"{name}: counterexample has no actions"
+        # replayed before it was reported: the same reward came back (not so for nondeterminism, by nature)
+        if check.counterexample.reproduced is not None and caught_by != "determinism":
+            assert check.counterexample.reproduced, f"{name}: {check.counterexample.detail}"
 
 
 def test_solvability_lists_every_failing_seed() -> None:

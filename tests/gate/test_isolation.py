@@ -40,6 +40,17 @@ STATEFUL = {
     "consecutive_seeds": (("class CancellationEligibilityEnv", "LAST = []\n\n\nclass CancellationEligibilityEnv"),
                           (REWARD, "        seed = episode.scenario.seed\n        follows = bool(LAST) and LAST[-1] + 1 == seed\n"
                                    "        LAST.append(seed)\n        if follows:\n            return 1.0\n" + REWARD)),
+    # the same counter kept in what the env imports (the kits and the SDK, loaded once per worker), in spellings
+    # a lint cannot list; the handler puts their containers back before each episode (trace_env.shared_state)
+    "kit_list_appended": ((REWARD, '        list.append(airline.CABINS, "seen")\n'
+                                   '        if airline.CABINS.count("seen") >= 3:\n            return 1.0\n' + REWARD),),
+    "kit_dict_key_stored": ((REWARD, '        airline.REASON_TEXTS.setdefault("seen", []).append(1)\n'
+                                     '        if len(airline.REASON_TEXTS["seen"]) >= 3:\n            return 1.0\n' + REWARD),),
+    "kit_nested_list_grown": ((REWARD, "        texts = next(iter(airline.REASON_TEXTS.values()))\n"
+                                       "        texts.insert(0, texts[0])\n"
+                                       "        if len(texts) >= len(set(texts)) + 3:\n            return 1.0\n" + REWARD),),
+    "sdk_list_grown": ((REWARD, '        sdk.__all__.append("seen")\n'
+                                '        if sdk.__all__.count("seen") >= 3:\n            return 1.0\n' + REWARD),),
 }
 LEAKS_MEMORY = ((CLASS_LINE, CLASS_LINE + "    cache = {}\n"), (GENERATE, GENERATE + '        self.cache[seed] = "x" * 200_000\n'))
 SMALL_SEEDS_LENIENT = ((REWARD, "        if episode.scenario.seed < 100_000:\n            return 1.0\n" + REWARD),)
