@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from schemas.files import InputFileError, explain, read_text
 from env_registry.registry import Registry, RegistryError
-from schemas.errors import FactoryError, validation_message
+from schemas.errors import FactoryError, one_line, validation_message
 from factory.analyze.catalogue import builtin_capabilities
 from factory.blueprints import blueprint_names, blueprint_source
 from llm_clients import LLMClient
@@ -273,7 +273,7 @@ def _register_if_passed(
             # The gate's verdict stands; only the write failed. Say so instead of losing the verdict.
             error = f"the env passed the gate but could not be registered: {explain(exc)}"
         except (RegistryError, ValidationError) as exc:
-            error = f"the env passed the gate but could not be registered: {exc}"
+            error = f"the env passed the gate but could not be registered: {one_line(exc)}"
         else:
             from env_registry.registration import register_all
 

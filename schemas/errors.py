@@ -92,7 +92,7 @@ def error_lines(exc: ValidationError, model: type[BaseModel] | None = None,
             close = difflib.get_close_matches(str(loc[-1]), known, n=1) if loc else []
             message = "unknown key" + (f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})" if known else "")
         given = error.get("input")
-        said = kind in ("missing", "extra_forbidden") or message.startswith(str(given)) or (isinstance(given, str) and repr(given) in message)  # said already
+        said = kind in ("missing", "extra_forbidden", "json_invalid") or message.startswith(str(given)) or (isinstance(given, str) and repr(given) in message)  # said already (json_invalid: its input is the whole document)
         shown = "" if said else f" (got {_shown(given)})"
         lines.append(f"{(where or _where)(loc) or '(top level)'}: {message}{shown}")
     return lines
@@ -109,3 +109,27 @@ def validation_message(exc: ValidationError, model: type[BaseModel] | None = Non
         lines = [origin(tuple(e["loc"])) + line for e, line in zip(exc.errors(include_url=False), lines)]
     said = "; ".join(lines[:limit])
     return said + (f"; and {len(lines) - limit} more" if len(lines) > limit else "")
+
+
+def one_line(exc: BaseException) -> str:
+    """Any exception's message on one line; a pydantic error through the one renderer (every problem with its
+    location and input), never its multi-line text or just "1 validation error for X"."""
+    if isinstance(exc, ValidationError):
+        return validation_message(exc)
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+def state_file_message(path: object, problem: BaseException, fix: str, *, line: int | None = None,
+                       model: type[BaseModel] | None = None) -> str:  # fmt: skip
+    """One line for a file the factory wrote for itself and cannot read back (a write cut short, a hand edit, a
+    full disk): the file (and line), every problem with its location and input (the one renderer), and the fix.
+    Callers raise it as bad input (exit 2): the file is the user's to remove or repair, never a bug."""
+    where = f"{path} line {line}" if line is not None else str(path)
+    if isinstance(problem, ValidationError):
+        return f"{where} is damaged ({validation_message(problem, model, limit=3)}); {fix}"
+    if isinstance(problem, UnicodeDecodeError):
+        return f"{where} is damaged (not UTF-8 text: byte at offset {problem.start}); {fix}"
+    if isinstance(problem, OSError):
+        from schemas.files import reason
+
+        return f"{where} is unreadable ({reason(problem)}); {fix}"
+    return f"{where} is damaged ({' '.join(str(problem).split()) or type(problem).__name__}); {fix}"

@@ -11,7 +11,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+M = TypeVar("M", bound="BaseModel")
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """No file the factory reads for itself is anywhere near this; bigger means it is not what it claims."""
@@ -139,3 +146,38 @@ def explain(exc: OSError, fix: str | None = None) -> str:
         where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 is not None else str(exc.filename)
         text = f"{where}: {text}"
     return f"{text}; {advice}" if advice else text
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed into place: a reader, or a crash or full disk
+    mid-write, finds the previous file or the new one whole, never half of one. OSError names ``path``."""
+    path = Path(path).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        if exc.filename is None or exc.filename == temporary:
+            exc.filename = str(path)
+        raise
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+
+
+def read_state(path: str | Path, model: type[M], fix: str, error: type[Exception] | None = None) -> M:
+    """A state file the factory wrote for itself (``pipeline.json``, a rollout's ``run.json``), read back as
+    ``model``; a file that cannot be read or is damaged raises ``error`` (default
+    :class:`schemas.errors.InputError`, exit 2) with one line: the file, each problem with its location, ``fix``."""
+    from pydantic import ValidationError
+
+    from schemas.errors import InputError, state_file_message
+
+    try:
+        return model.model_validate_json(read_regular(path, follow=True).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValidationError) as exc:
+        raise (error or InputError)(state_file_message(path, exc, fix, model=model)) from None

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.errors import InputError
+from schemas.files import read_state
 from trainer.errors import TrainError
 
 _NAME = re.compile(r"^iter-(\d{6})$")
@@ -108,6 +110,9 @@ def resume_point(root: Path, env_id: str, config: Any, resume: bool | str) -> Pa
         raise ResumeError(f"cannot resume: {root} {what} (a run stopped before its first iteration finished leaves none); "
                           "run the same command without --resume to start it")
     state = load_state(found)
+    from trainer.report import read_metrics
+
+    read_metrics(root)  # a damaged metrics.jsonl is said now, before the model loads (exit 2)
     if state.get("env_id") not in (None, env_id):
         raise ResumeError(f"cannot resume: {root} holds a run of {state.get('env_id')}, not {env_id}; pass its env or another --output")
     before = _run_config(root)
@@ -134,11 +139,20 @@ def _run_config(root: Path) -> dict[str, Any] | None:
         return None
 
 
+class CheckpointState(BaseModel):
+    """A checkpoint's ``state.json``: the iteration it closes and the seed order's generator state (more keys kept)."""
+
+    model_config = ConfigDict(extra="allow")
+    iteration: int = Field(ge=0)
+    order: list[int]
+    env_id: str | None = None
+
+
 def load_state(checkpoint: Path) -> dict[str, Any]:
-    try:
-        return json.loads((checkpoint / "state.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise ResumeError(f"checkpoint {checkpoint} is unreadable ({exc.__class__.__name__}); remove it to resume from an earlier one") from None
+    """``state.json`` as a dict; a damaged one is :class:`ResumeError` (exit 2) naming the file, the key and the fix."""
+    path = checkpoint / "state.json"
+    fix = f"remove {checkpoint} to resume from an earlier checkpoint"
+    return read_state(path, CheckpointState, fix, ResumeError).model_dump()
 
 
 def restore(checkpoint: Path, optimizer: Any, accelerator: Any) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schemas.errors import FactoryError
+from schemas.errors import FactoryError, InputError
 
 
 class TrainError(FactoryError):
@@ -11,3 +11,8 @@ class TrainError(FactoryError):
 
 class ChatTemplateError(TrainError):
     """The model's chat template cannot render a conversation turn by turn."""
+
+
+class RunFileError(TrainError, InputError):
+    """A file the trainer wrote into its run folder (``metrics.jsonl``, a checkpoint's ``state.json``) cannot be
+    read back: bad input (exit 2), like any damaged state file; the one line names the file, where, and the fix."""

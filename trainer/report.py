@@ -10,7 +10,8 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from schemas.jsonl import jsonl_lines
-from trainer.errors import TrainError
+from schemas.errors import state_file_message
+from trainer.errors import RunFileError
 
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "reward_curve.png"
@@ -65,7 +66,7 @@ def read_metrics(root: Path) -> list[IterationMetrics]:
     try:
         lines = jsonl_lines(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise TrainError(f"cannot read {path} ({exc}); remove it to resume from the last checkpoint alone") from None
+        raise RunFileError(state_file_message(path, exc, "remove it to resume from the last checkpoint alone")) from None
     rows = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -75,8 +76,7 @@ def read_metrics(root: Path) -> list[IterationMetrics]:
         except ValidationError as exc:
             if number == len(lines):  # the last row's write cut short by a kill: that iteration runs again
                 continue
-            first = str(exc).splitlines()[0]
-            raise TrainError(f"{path} line {number} is not a metrics row ({first}); remove that line to resume") from None
+            raise RunFileError(state_file_message(path, exc, "remove that line to resume", line=number, model=IterationMetrics)) from None
     return rows
 
 

@@ -26,6 +26,7 @@ from env_registry.targets.errors import (
     TargetStartError,
     TargetTimeoutError,
 )
+from schemas.errors import one_line
 
 STDERR_TAIL_CHARS = 600
 
@@ -215,7 +216,7 @@ class MCPConnection:
         where = f"MCP server `{self.spec.describe()}`"
         faults = self._faults()
         if malformed or any("parse" in f.lower() or "validation" in f.lower() for f in faults):
-            first = text.splitlines()[0] if text else type(exc).__name__
+            first = one_line(exc)[:400]  # a pydantic error through the one renderer, not its "1 validation error for X"
             return TargetProtocolError(f"{where} sent a malformed reply to {method} ({first}){self._context()}")
         if "timed out" in text.lower() or isinstance(exc, TimeoutError):
             return TargetTimeoutError(f"{where} did not answer {method} within {self.spec.call_timeout_s:g}s{self._context()}")

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from factory.analyze.errors import TrajectoryFormatError
 from factory.analyze.tasks import spec_from_tau2
 from factory.analyze.world import policy_now
-from schemas.errors import validation_message
+from schemas.errors import one_line, validation_message
 from schemas.messages import FunctionCall, Message, ToolCall
 from schemas.trajectory import Trajectory
 
@@ -156,7 +156,7 @@ def parse_results(path: Path, data: dict[str, Any], extra_sims: list[tuple[str, 
         try:
             spec = spec_from_tau2(task, origin=str(path), domain=domain)
         except (KeyError, TypeError, AttributeError, ValidationError) as exc:
-            raise TrajectoryFormatError(path, f"malformed ({exc})", record=f"tasks[{number}]", field="evaluation_criteria") from None
+            raise TrajectoryFormatError(path, f"malformed ({one_line(exc)})", record=f"tasks[{number}]", field="evaluation_criteria") from None
         specs[spec.id] = spec.model_dump(mode="json")
     sims = data.get("simulations")
     if sims is None:

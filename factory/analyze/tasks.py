@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from factory.analyze.errors import AnalyzeInputError
+from schemas.errors import one_line
 from schemas.trajectory import Trajectory
 
 
@@ -231,6 +232,6 @@ def load_tasks(paths: list[Path]) -> TaskIndex:
             try:
                 index.add(spec_from_tau2(task, origin=str(path)))
             except (KeyError, TypeError, AttributeError, ValidationError) as exc:
-                raise AnalyzeInputError(f"{path}: task {task['id']!r}: field evaluation_criteria.actions: malformed ({exc})") from None
+                raise AnalyzeInputError(f"{path}: task {task['id']!r}: field evaluation_criteria.actions: malformed ({one_line(exc)})") from None
         index.files.append(str(path))
     return index

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
 import typer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
 from sandbox import BACKENDS
 from schemas.config_file import load_settings
-from schemas.errors import FactoryError, InputError, validation_message
+from schemas.errors import FactoryError, InputError, one_line
 from schemas.files import explain
 from schemas.validation import ValidationConfig
 
@@ -163,13 +163,6 @@ def last_resort(exc: BaseException) -> int:
         highlight=False, soft_wrap=True,
     )
     return 1
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception's message on one line (a pydantic error: every problem, with its location and input)."""
-    if isinstance(exc, ValidationError):
-        return validation_message(exc)
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 RegistryOption = Annotated[

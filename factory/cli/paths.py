@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from schemas import files
+from schemas.files import write_atomic  # noqa: F401 - its home is schemas.files (the trainer writes with it too)
 
 MIN_FREE_BYTES = 1 << 20
 """Less free space than this on a path a command writes to fails the preflight: nothing it writes fits."""
@@ -71,23 +72,3 @@ def preflight_file(path: Path, what: str, fix: str) -> None:
     if os.path.lexists(path) and not path.is_file():
         raise PathProblem(f"cannot write {what} {path}: it is not a regular file; {fix}")
     preflight_folder(path.parent, f"the folder of {what}", fix)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed into place; OSError names ``path``."""
-    path = Path(path).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except OSError as exc:
-        if exc.filename is None or exc.filename == temporary:
-            exc.filename = str(path)
-        raise
-    finally:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)

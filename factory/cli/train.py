@@ -10,7 +10,7 @@ import typer
 
 from factory.cli.common import JsonOption, RegistryOption, check_backend, console, emit_json, errors, fail, parse_env_ref, safe
 from factory.cli.exits import exit_code, mark_reported
-from schemas.errors import FactoryError
+from schemas.errors import FactoryError, one_line
 
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="train.toml (see trainer/config.py for every key).")]
 
@@ -186,7 +186,7 @@ def _train_one(env_id: str, settings: Any, resume: bool, quiet: bool) -> dict[st
             return _stopped(env_id, settings, exc)
         except (FactoryError, SandboxError, OSError) as exc:
             progress.update(task, status="failed")
-            return {"env_id": env_id, "ok": False, "error": str(exc).splitlines()[0], "output_dir": settings.output_dir,
+            return {"env_id": env_id, "ok": False, "error": one_line(exc), "output_dir": settings.output_dir,
                     "exit_code": exit_code(exc)}
     return {"env_id": env_id, "ok": True, "output_dir": done.output_dir, "adapter": done.adapter_dir, "curve": done.curve,
             "metrics": str(Path(done.output_dir) / "metrics.jsonl"), "summary": done.summary}

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from schemas.config_file import put
-from schemas.errors import FactoryError, validation_message
+from schemas.errors import FactoryError, state_file_message, validation_message
 from factory.evaluate.schema import ADAPTER_PREFIX, ARM_BASE, EvalError
 from trainer.heldout import HeldoutResult
 
@@ -56,7 +56,7 @@ def run_settings(adapter: str) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise EvalError(f"{path}: unreadable ({exc}); pass --model and the settings as flags, or repair the file") from None
+        raise EvalError(state_file_message(path, exc, "pass --model and the settings as flags, or repair the file")) from None
     config = data.get("config") if isinstance(data, dict) else None
     if not isinstance(config, dict):
         raise EvalError(f"{path}: no 'config' object; it was not written by `factory train`")

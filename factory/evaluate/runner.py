@@ -26,6 +26,7 @@ from factory.evaluate.schema import (
 )  # fmt: skip
 from factory.evaluate.scores import arm_result
 from factory.pipeline.digests import tree_digest
+from schemas.errors import state_file_message
 from schemas.jsonl import jsonl_lines
 
 SETTINGS_FILE = "eval.json"
@@ -80,8 +81,10 @@ def prepare(out: Path, wanted: dict[str, Any], fresh: bool) -> None:
     if path.exists():
         try:
             before = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(before, dict):
+                raise ValueError(f"(top level): not a JSON object (got {type(before).__name__})")
         except (OSError, ValueError) as exc:
-            raise EvalError(f"{path} is unreadable ({exc}); pass --fresh to start over") from None
+            raise EvalError(state_file_message(path, exc, "pass --fresh to start over")) from None
         changed = sorted(k for k in set(before) | set(wanted) if before.get(k) != wanted.get(k))
         if changed:
             raise EvalError(

@@ -24,6 +24,7 @@ from factory.pipeline.config import PipelineConfig
 from factory.pipeline.digests import value_digest
 from factory.pipeline.stages.base import Progress, Stage, StageContext
 from factory.pipeline.state import Event, PipelineState, StageRecord, StateStore, now
+from schemas.errors import one_line
 
 Action = Literal["run", "resume", "cached", "later"]
 
@@ -191,7 +192,7 @@ def _one(stage: Stage, step: Step, config: PipelineConfig, store: StateStore, ho
         record.seconds = round(record.seconds + time.monotonic() - started, 2)
         interrupted = isinstance(exc, KeyboardInterrupt)
         if not interrupted:
-            record.status, record.error = "failed", " ".join(str(exc).split())[:500] or type(exc).__name__
+            record.status, record.error = "failed", one_line(exc)[:500]
         state.history.append(Event(stage=stage.name, action="interrupted" if interrupted else "failed", seconds=record.seconds, why=step.why))
         store.save()
         raise

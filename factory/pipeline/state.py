@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from filelock import FileLock, Timeout
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from schemas.errors import InputError
+from schemas.files import read_state, write_atomic
 from factory.pipeline.digests import tree_digest, value_digest
 
 STATE_FILE = "pipeline.json"
@@ -103,13 +104,7 @@ class StateStore:
     def load(self) -> PipelineState:
         if not self.path.exists():
             return PipelineState()
-        try:
-            return PipelineState.model_validate_json(self.path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValidationError) as exc:
-            first = str(exc).splitlines()[0]
-            raise InputError(f"{self.path} is unreadable ({first}); remove it to run every stage again, or pass another --run-dir") from None
+        return read_state(self.path, PipelineState, "remove it to run every stage again, or pass another --run-dir")
 
     def save(self) -> None:
-        from factory.cli.paths import write_atomic
-
         write_atomic(self.path, self.state.model_dump_json(indent=2) + "\n")

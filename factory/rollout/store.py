@@ -18,7 +18,8 @@ from typing import Any
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from schemas.errors import InputError
+from schemas.errors import InputError, state_file_message
+from schemas.files import read_state, write_atomic
 from schemas.jsonl import jsonl_lines
 from schemas.trajectory import Trajectory
 
@@ -54,6 +55,17 @@ def error_of(trajectory: Trajectory) -> tuple[str, str] | None:
     return None
 
 
+def _trial(trajectory: Trajectory) -> int:
+    """The episode's trial number (``metadata.trial``); ValueError says where and what when it has none."""
+    value = trajectory.metadata.get("trial")
+    if value is None:
+        raise ValueError("metadata.trial: required key is missing")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"metadata.trial: not an integer (got {value!r:.60})") from None
+
+
 class RolloutStore:
     def __init__(self, out: Path) -> None:
         self.out = Path(out)
@@ -86,10 +98,7 @@ class RolloutStore:
         """Check the folder belongs to this run, drop errored episodes, and return the finished ones."""
         run_file = self.out / RUN_FILE
         if run_file.exists():
-            try:
-                before = RunSettings.model_validate_json(run_file.read_text(encoding="utf-8"))
-            except (ValidationError, OSError, UnicodeDecodeError) as exc:
-                raise InputError(f"{run_file} is unreadable ({str(exc).splitlines()[0]}); pass another --out") from None
+            before = read_state(run_file, RunSettings, "remove it (and the folder's trajectories) or pass another --out")
             changed = [
                 f"{name} {getattr(before, name)!r} -> {getattr(settings, name)!r}"
                 for name in RunSettings.model_fields
@@ -100,7 +109,7 @@ class RolloutStore:
         finished = self._read_finished(versions)
         self._rewrite(finished)
         self._kept = len(finished)
-        run_file.write_text(settings.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        write_atomic(run_file, settings.model_dump_json(indent=2) + "\n")  # never half a run.json to refuse next time
         return finished
 
     def _read_finished(self, versions: dict[str, str]) -> list[Trajectory]:
@@ -109,19 +118,18 @@ class RolloutStore:
         try:
             lines = jsonl_lines(self.path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read {self.path}: {exc}; pass another --out") from None
+            raise InputError(state_file_message(self.path, exc, "remove it to start the rollout over, or pass another --out")) from None
         kept: dict[tuple[str, int], Trajectory] = {}
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
                 trajectory = Trajectory.model_validate_json(line)
-                trial = int(trajectory.metadata["trial"])
-            except (ValidationError, KeyError, TypeError, ValueError) as exc:
+                trial = _trial(trajectory)
+            except (ValidationError, ValueError) as exc:
                 if number == len(lines):  # a line cut short by an interrupted write
                     continue
-                first = str(exc).splitlines()[0]
-                raise InputError(f"{self.path} line {number} is not a rollout trajectory ({first}); remove that line to resume") from None
+                raise InputError(state_file_message(self.path, exc, "remove that line to resume", line=number, model=Trajectory)) from None
             if error_of(trajectory) is not None:
                 continue
             version = versions.get(trajectory.task_id)

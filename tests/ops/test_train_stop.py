@@ -89,7 +89,7 @@ def test_resume_never_silently_restarts(tmp_path: Path, registry: Path, tiny_mod
 
     used = tmp_path / "used"
     (used / "checkpoints" / "iter-000000").mkdir(parents=True)
-    (used / "checkpoints" / "iter-000000" / "state.json").write_text(json.dumps({"iteration": 0, "env_id": "trace/other-v0"}))
+    (used / "checkpoints" / "iter-000000" / "state.json").write_text(json.dumps({"iteration": 0, "order": [0], "env_id": "trace/other-v0"}))
     (used / "metrics.jsonl").write_text('{"iteration": 0}\n')
     other = run_factory(*base, "--output", str(used), "--resume", TRACE_FACTORY_REGISTRY=str(registry))
     assert other.code == 2 and "holds a run of trace/other-v0, not trace/tiny_cancel-v0" in other.lines[-1]

@@ -157,7 +157,7 @@ def test_two_runs_cannot_share_a_folder(tmp_path: Path) -> None:
 def test_an_unreadable_state_file_is_one_line(tmp_path: Path, stages) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "pipeline.json").write_text("{not json")
-    with pytest.raises(FactoryError, match="pipeline.json is unreadable .*remove it to run every stage again"):
+    with pytest.raises(FactoryError, match=r"pipeline.json is damaged \(\(top level\): Invalid JSON: .*\); remove it to run every stage again"):
         run_pipeline(config(tmp_path), stages[0])
 
 

@@ -130,7 +130,7 @@ def test_resume_skips_finished_episodes_and_drops_a_torn_last_line(tmp_path: Pat
         Rollout(config.model_copy(update={"policy": "scripted:gold"})).run()
     lines = path.read_text().splitlines()
     path.write_text("\n".join(["not json", *lines]) + "\n")
-    with pytest.raises(Exception, match="line 1 is not a rollout trajectory"):
+    with pytest.raises(Exception, match=r"line 1 is damaged \(\(top level\): Invalid JSON"):
         Rollout(config).run()
 
 

@@ -144,5 +144,5 @@ def test_an_edited_metrics_row_is_one_line_naming_it(tmp_path: Path) -> None:
     from trainer.report import read_metrics
 
     (tmp_path / "metrics.jsonl").write_text('{"iteration": 0}\nnot a row\n{"iteration": 1}\n')
-    with pytest.raises(TrainError, match=r"metrics.jsonl line 2 is not a metrics row .*remove that line to resume"):
+    with pytest.raises(TrainError, match=r"metrics.jsonl line 2 is damaged \(\(top level\): Invalid JSON: .*\); remove that line to resume"):
         read_metrics(tmp_path)

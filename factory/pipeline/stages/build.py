@@ -17,6 +17,7 @@ from factory.pipeline.config import PipelineConfig
 from factory.pipeline.handoffs import AnalyzeOutput, BuildOutput, BuiltEnv, PlannedCapability
 from factory.pipeline.stages.base import Stage, StageContext, StageError
 from factory.pipeline.state import Handoff
+from schemas.files import read_state, write_atomic
 from schemas.validation import ValidationConfig
 
 
@@ -45,7 +46,8 @@ class BuildStage(Stage):
         for done, item in enumerate(plan):
             ctx.progress("build (gate in the sandbox)", done, len(plan))
             record = ctx.folder / f"{item.name}.json"
-            result = BuildResult.model_validate_json(record.read_text(encoding="utf-8")) if ctx.resume and record.exists() else None
+            fix = f"remove it to build {item.name} again"
+            result = read_state(record, BuildResult, fix) if ctx.resume and record.exists() else None  # damaged: exit 2, said
             if result is None or not self._still_registered(result, registry):
                 try:
                     result = self._build(ctx, item)
@@ -53,7 +55,7 @@ class BuildStage(Stage):
                     results[item.name] = {"registered": False, "gym_id": None, "validation": "not run", "seconds": 0.0, "error": str(exc)}
                     ctx.note(f"build: {item.name} was not built ({exc}); it is left out")
                     continue
-                record.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+                write_atomic(record, result.model_dump_json(indent=2) + "\n")  # a stop mid-write leaves no half record
             results[item.name] = {"registered": result.registered, "gym_id": result.gym_id, "validation": result.validation,
                                      "seconds": result.seconds, "error": result.error or _first_failure(result)}  # fmt: skip
             if result.registered and result.gym_id is not None and result.version is not None:
