@@ -191,21 +191,31 @@ def run_container(
     )
 
 
-def remove(client: Any, container: str | None, volume: str | None, warn: bool = False) -> list[str]:
-    """Remove a sandbox's container (id or name), then its work volume; a line per thing removed. Never raises."""
+def remove(client: Any, container: str | None, volume: str | None, warn: bool = False, left: list[str] | None = None) -> list[str]:
+    """Remove a sandbox's container (id or name), then its work volume; a line per thing removed, and a line per
+    thing the daemon would not remove (with its reason) into ``left``. Never raises."""
     removed: list[str] = []
     if container:
         done, error = _retry(lambda: client.api.remove_container(container, force=True), 3, 0.2,
                              gone=("no such container", "is already in progress"))
         if done:
             removed.append(f"container {container}")
-        elif error is not None and warn:
-            print(f"WARNING: sandbox container {container} could not be removed: {error}", file=sys.stderr)
+        elif error is not None:
+            if warn:
+                print(f"WARNING: sandbox container {container} could not be removed: {error}", file=sys.stderr)
+            if left is not None:
+                left.append(f"container {container} ({_first_line(error)})")
     if volume:  # a volume stays in use until its container is gone: the daemon may still be settling
-        done, _ = _retry(lambda: client.api.remove_volume(volume, force=True), 5, 0.1, gone=("no such volume", "not found"))
+        done, error = _retry(lambda: client.api.remove_volume(volume, force=True), 5, 0.1, gone=("no such volume", "not found"))
         if done:
             removed.append(f"volume {volume}")
+        elif error is not None and left is not None:
+            left.append(f"volume {volume} ({_first_line(error)})")
     return removed
+
+
+def _first_line(error: BaseException) -> str:
+    return ((str(error).strip().splitlines() or [type(error).__name__])[0])[:200]
 
 
 def _retry(call: Callable[[], object], attempts: int, pause_s: float, gone: tuple[str, ...]) -> tuple[bool, Exception | None]:
@@ -233,35 +243,37 @@ def _remove_channels(name: str | None) -> None:
         shutil.rmtree(os.path.join(channels_root(), name), ignore_errors=True)
 
 
-def remove_container_and_volume(container: str | None, volume: str | None) -> list[str]:
-    """Remove one sandbox's container and work volume by name (the reaper's Docker half)."""
+def remove_container_and_volume(container: str | None, volume: str | None, left: list[str] | None = None) -> list[str]:
+    """Remove one sandbox's container and work volume by name (the reaper's Docker half); what the daemon would
+    not remove goes to ``left``."""
     _remove_channels(container)
     try:
         client = docker_sdk().from_env(timeout=60)
     except Exception:  # noqa: BLE001 - no daemon: nothing of ours can be running there either
         return []
     try:
-        return remove(client, container, volume)
+        return remove(client, container, volume, left=left)
     finally:
         client.close()
 
 
-def prune() -> list[str]:
+def prune(left: list[str] | None = None) -> list[str]:
     """Remove sandbox containers and work volumes whose creating process is gone (crashes,
-    kill -9). Sandboxes of live processes - other users' tests, a long training run - are kept."""
+    kill -9). Sandboxes of live processes - other users' tests, a long training run - are kept.
+    What the daemon would not remove goes to ``left``, a line each with its reason."""
     client = docker_sdk().from_env(timeout=60)
     try:
-        return _prune(client)
+        return _prune(client, left)
     finally:
         client.close()
 
 
-def _prune(client: Any) -> list[str]:
+def _prune(client: Any, left: list[str] | None = None) -> list[str]:
     removed = []
     for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         owner = c.labels.get(f"{LABEL}.owner")
         if owner and not owners.owner_alive(owner):
-            removed += remove(client, c.name, c.name)
+            removed += remove(client, c.name, c.name, left=left)
             _remove_channels(c.name)
     live = {c.name for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)}
     try:  # FIFO directories of sandboxes whose container is gone (an hour old: never one still starting)
@@ -276,6 +288,7 @@ def _prune(client: Any) -> list[str]:
             try:
                 v.remove()
                 removed.append(f"volume {v.name}")
-            except Exception:  # noqa: BLE001 - in use or racing with a starting sandbox
-                pass
+            except Exception as exc:  # noqa: BLE001 - in use or racing with a starting sandbox
+                if left is not None and "no such volume" not in str(exc).lower():
+                    left.append(f"volume {v.name} ({_first_line(exc)})")
     return removed

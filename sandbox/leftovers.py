@@ -90,22 +90,26 @@ def reaped_at_start() -> list[str]:
     return list(_reaped_at_start)
 
 
-def reap_all() -> tuple[list[str], str | None]:
+def reap_all() -> tuple[list[str], list[str], str | None]:
     """:func:`reap`, then Docker sandboxes of dead owners whose lease is gone (found by label, where a daemon
-    answers). Returns (a line per thing removed, why Docker was not swept or None)."""
-    removed = reap()
+    answers). Returns (a line per thing removed, a line per thing found and not removed, with why; why Docker
+    was not swept or None)."""
+    left: list[str] = []
+    removed = reap(left)
     try:
         from sandbox.docker_container import prune
 
-        removed += prune()
+        removed += prune(left)
     except Exception as exc:  # noqa: BLE001 - no SDK or no daemon: nothing of ours can be running there
         first = (str(exc).splitlines() or [""])[0][:200]
-        return removed, f"docker not swept: {type(exc).__name__}: {first}"
-    return removed, None
+        return removed, left, f"docker not swept: {type(exc).__name__}: {first}"
+    return removed, left, None
 
 
-def reap() -> list[str]:
-    """Remove what sandboxes of dead owners left behind; returns a line per thing removed."""
+def reap(left: list[str] | None = None) -> list[str]:
+    """Remove what sandboxes of dead owners left behind; returns a line per thing removed. What was found and
+    could not be removed goes to ``left`` (a line each, with why), and its lease is kept: the next reap tries
+    again, and ``factory sandbox reap`` can say so (exit 1) instead of reporting a clean sweep."""
     removed: list[str] = []
     directory = lease_dir()
     try:
@@ -122,45 +126,76 @@ def reap() -> list[str]:
             continue
         if not isinstance(data, dict) or owner_alive(str(data.get("owner", ""))):
             continue
-        removed += release_resources(data)
+        missed: list[str] = []
+        removed += release_resources(data, missed)
+        if missed:
+            (left if left is not None else []).extend(missed)
+            continue  # the lease stays, naming what is still there
         try:
             path.unlink()
-        except OSError:
+        except FileNotFoundError:
             pass
-    removed += _runtime_debris(directory.parent)
+        except OSError as exc:
+            (left if left is not None else []).append(f"lease {path} ({_why(exc)})")
+    removed += _runtime_debris(directory.parent, left)
     return removed
 
 
-def release_resources(data: dict[str, Any]) -> list[str]:
-    """Kill and remove everything a lease names (also what ``close()`` does, in the same order).
+def release_resources(data: dict[str, Any], left: list[str] | None = None) -> list[str]:
+    """Kill and remove everything a lease names (also what ``close()`` does, in the same order); returns a line
+    per thing removed, and puts a line per thing still there afterwards (with why) into ``left``.
 
     Only what a sandbox can have created is touched, whatever the lease says: cgroups named
     ``trace-factory/trace-sbx-*``, a ``trace-sbx-*/work`` mount, a ``trace-sbx-*``/``trace-unsafe-*``
     dir, a ``trace-sbx-*`` container and volume.
     """
     removed: list[str] = []
+    missed = left if left is not None else []
     cgroup_dirs = [d for d in data.get("cgroups") or [] if isinstance(d, str) and _is_sandbox_cgroup(d)]
     if cgroup_dirs:
         from sandbox.cgroups import Cgroup
 
         Cgroup(int(data.get("cgroup_version") or 1), cgroup_dirs).remove()
-        removed.append(f"cgroup {os.path.basename(cgroup_dirs[0])}")
+        still = [d for d in cgroup_dirs if os.path.isdir(d)]
+        if still:
+            missed.append(f"cgroup {still[0]} (processes in it did not exit)")
+        else:
+            removed.append(f"cgroup {os.path.basename(cgroup_dirs[0])}")
     mount = data.get("mount")
     if isinstance(mount, str) and os.path.basename(mount) == "work" and _is_sandbox_name(os.path.dirname(mount)):
         unmount(mount)
+        if os.path.ismount(mount):
+            missed.append(f"mount {mount} (still mounted: unmount it as root)")
     root = data.get("root")
     if isinstance(root, str) and _is_sandbox_name(root, "trace-sbx-", "trace-unsafe-") and os.path.isdir(root):
         unmount(os.path.join(root, "work"))  # mounted even if the lease never said so: rmtree cannot cross it
-        shutil.rmtree(root, ignore_errors=True)
-        removed.append(f"work dir {root}")
+        why = _remove_tree(root)
+        if why is None:
+            removed.append(f"work dir {root}")
+        else:
+            missed.append(f"work dir {root} ({why})")
     container, volume = data.get("container"), data.get("volume")
     container = container if isinstance(container, str) and _is_sandbox_name(container) else None
     volume = volume if isinstance(volume, str) and _is_sandbox_name(volume) else None
     if container or volume:
         from sandbox.docker_container import remove_container_and_volume
 
-        removed += remove_container_and_volume(container, volume)
+        removed += remove_container_and_volume(container, volume, missed)
     return removed
+
+
+def _why(exc: OSError) -> str:
+    return (exc.strerror or type(exc).__name__).lower()
+
+
+def _remove_tree(path: str) -> str | None:
+    """Remove a folder; None when it is gone, else why it is (partly) still there."""
+    failed: list[tuple[str, BaseException]] = []
+    shutil.rmtree(path, onerror=lambda function, name, info: failed.append((name, info[1])))
+    if not os.path.lexists(path):
+        return None
+    name, first = next(((n, e) for n, e in failed if isinstance(e, OSError)), ("", None))
+    return f"{_why(first)}: {name}" if isinstance(first, OSError) else "could not be removed"
 
 
 def _is_sandbox_name(path: str, *prefixes: str) -> bool:
@@ -182,7 +217,7 @@ def unmount(path: str) -> None:
         libc.umount2(path.encode(), _MNT_DETACH)
 
 
-def _runtime_debris(runtime: Path) -> list[str]:
+def _runtime_debris(runtime: Path, left: list[str] | None = None) -> list[str]:
     """Half-written runtime copies (``.<digest>-*``, renamed into place when complete) of killed processes."""
     removed = []
     try:
@@ -193,10 +228,14 @@ def _runtime_debris(runtime: Path) -> list[str]:
     for entry in entries:
         if entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
             try:
-                if now - entry.stat(follow_symlinks=False).st_mtime > RUNTIME_DEBRIS_AGE_S:
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                    removed.append(f"runtime debris {entry.path}")
+                if now - entry.stat(follow_symlinks=False).st_mtime <= RUNTIME_DEBRIS_AGE_S:
+                    continue
             except OSError:
                 continue
+            why = _remove_tree(entry.path)
+            if why is None:
+                removed.append(f"runtime debris {entry.path}")
+            elif left is not None:
+                left.append(f"runtime debris {entry.path} ({why})")
     return removed
 

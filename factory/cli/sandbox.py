@@ -192,25 +192,28 @@ class _Progress:
 def reap(as_json: JsonOption = False) -> None:
     """Remove now what sandboxes of dead processes left behind (containers, volumes, cgroups, work dirs).
 
-    Sandboxes of live processes (other users' runs, a training job) are never touched. Every `factory` command already does the lease-based part as it starts; this reports that too and also sweeps Docker by label.
+    Sandboxes of live processes (other users' runs, a training job) are never touched. Every `factory` command already does the lease-based part as it starts; this reports that too and also sweeps Docker by label. Exits 1 when something it found could not be removed (each named, with why; its lease is kept, so the next reap tries again), 0 when everything found was removed.
 
     Examples:
       factory sandbox reap
       factory sandbox reap --json
     """
-    removed, docker_note = leftovers.reap_all()
+    removed, left, docker_note = leftovers.reap_all()
     removed = leftovers.reaped_at_start() + removed
     if as_json:
-        emit_json({"count": len(removed), "removed": removed, "docker": docker_note})
-        return
-    if not removed:
-        console.print("nothing left behind by dead processes")
+        emit_json({"count": len(removed), "removed": removed, "left": left, "docker": docker_note})
     else:
-        console.print(f"removed {len(removed)} leftover{'s' if len(removed) != 1 else ''} of dead processes:")
-        for item in removed:
-            console.print(f"  {safe(item)}", highlight=False, soft_wrap=True)
-    if docker_note:
-        errors.print(f"note: {safe(docker_note)}", highlight=False, soft_wrap=True)
+        if not removed and not left:
+            console.print("nothing left behind by dead processes")
+        elif removed:
+            console.print(f"removed {len(removed)} leftover{'s' if len(removed) != 1 else ''} of dead processes:")
+            for item in removed:
+                console.print(f"  {safe(item)}", highlight=False, soft_wrap=True)
+        if docker_note:
+            errors.print(f"note: {safe(docker_note)}", highlight=False, soft_wrap=True)
+    if left:
+        things = f"{len(left)} leftover{'s' if len(left) != 1 else ''}"
+        fail(f"could not remove {things} of dead processes: {'; '.join(left)}; fix that and run `factory sandbox reap` again", 1)
 
 
 @app.command("exec")
