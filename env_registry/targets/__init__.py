@@ -14,7 +14,7 @@ registers ids; nothing starts until an env is reset.
 
 from __future__ import annotations
 
-import gymnasium as gym
+from env_registry.registration import register_spec
 
 NAMESPACE = "target"
 ENTRY_POINT = "env_registry.targets.env:TargetEnv"
@@ -30,8 +30,7 @@ def register_targets() -> list[str]:
     added = []
     for name, target in GYM_TARGETS.items():
         env_id = gym_id(name)
-        if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"target": target})
+        if register_spec(env_id, ENTRY_POINT, {"target": target}):  # the one registration site
             added.append(env_id)
     return added
 

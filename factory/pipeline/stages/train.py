@@ -12,20 +12,19 @@ from typing import Any
 
 from schemas.errors import FactoryError
 from factory.pipeline.config import PipelineConfig
-from factory.pipeline.handoffs import BuildOutput, BuiltEnv, TrainOutput
+from factory.pipeline.handoffs import BuildOutput, TrainOutput
 from factory.pipeline.digests import tree_digest
 from factory.pipeline.stages.base import Stage, StageContext, StageError, model_key
 from factory.pipeline.state import Handoff
 
 
-def point_gym_at(registry: Path, envs: dict[str, BuiltEnv]) -> None:
-    """Make each env id resolve to the run's registry, even if this process registered the same id from
-    another registry earlier (Gymnasium's registry is process-wide and keyed by id only)."""
-    from env_registry.registration import register_all, register_version
+def point_gym_at(registry: Path) -> None:
+    """Make every id of the run's registry resolve to it, even if this process registered the same id from
+    another registry earlier (Gymnasium's registry is process-wide and keyed by id only). Through the one
+    caller path, ``register_all``; an id already known keeps its spec and only changes root (never popped)."""
+    from env_registry.registration import register_all
 
-    register_all(registry)
-    for name, env in envs.items():
-        register_version(name, env.version, registry, replace=True)
+    register_all(registry, repoint=True)
 
 
 class TrainStage(Stage):
@@ -45,7 +44,7 @@ class TrainStage(Stage):
 
         hf_logging.disable_progress_bar()  # the stage's own bar is the one to watch
         envs = ctx.read(BuildOutput).envs
-        point_gym_at(ctx.config.registry_path(), envs)
+        point_gym_at(ctx.config.registry_path())
         out_value = TrainOutput(adapters={})
         files: dict[str, str] = {}
         info: dict[str, Any] = {}
