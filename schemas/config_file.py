@@ -1,7 +1,7 @@
 """A user's settings: a TOML config file and ``--set KEY=VALUE`` overrides, read one way for every command.
 
 ``factory train`` (dotted keys into ``train.toml``'s sections), ``factory build`` and ``factory validate`` (the
-gate's flat keys) and ``factory run`` (``pipeline.toml``) all read their settings here, so a value is parsed the
+gate's flat keys) and ``factory run`` (``pipeline.toml`` only: it has no ``--set``) all read their settings here, so a value is parsed the
 same way everywhere (a TOML literal when it is one, else the text as given) and a mistake reads the same: one
 line naming the file or the ``--set`` item, the key, the problem and the value given.
 """
