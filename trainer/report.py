@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from schemas.jsonl import jsonl_lines
 from schemas.errors import state_file_message
+from schemas.files import write_atomic
 from trainer.errors import RunFileError
 
 METRICS_FILE = "metrics.jsonl"
@@ -81,8 +83,8 @@ def read_metrics(root: Path) -> list[IterationMetrics]:
 
 
 def rewrite_metrics(root: Path, rows: list[IterationMetrics]) -> None:
-    text = "".join(row.model_dump_json() + "\n" for row in rows)
-    (root / METRICS_FILE).write_text(text, encoding="utf-8")
+    """The kept rows of a resumed run, swapped in whole: a stop or a full disk mid-write loses no row."""
+    write_atomic(root / METRICS_FILE, "".join(row.model_dump_json() + "\n" for row in rows))
 
 
 def append_metrics(root: Path, row: IterationMetrics) -> None:
@@ -139,8 +141,13 @@ def plot_curve(rows: list[IterationMetrics], path: Path, title: str) -> Path | N
     ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fig.savefig(temporary, format="png")
+        os.replace(temporary, path)  # the previous curve or the new one, never half a PNG
+    finally:
+        plt.close(fig)
+        temporary.unlink(missing_ok=True)
     return path
 
 
@@ -223,4 +230,5 @@ def _held_cell(s: dict[str, Any]) -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    """Whole or not at all (``summary.json`` is a run's last write: a crash or a full disk leaves the previous one)."""
+    write_atomic(path, json.dumps(data, indent=2, default=str) + "\n")

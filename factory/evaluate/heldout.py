@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from schemas.config_file import put
 from schemas.errors import FactoryError, state_file_message, validation_message
+from schemas.files import write_atomic
 from factory.evaluate.schema import ADAPTER_PREFIX, ARM_BASE, EvalError
 from trainer.heldout import HeldoutResult
 
@@ -131,7 +132,7 @@ def run_heldout(env_id: str, config: Any, adapters: dict[str, str], arms: list[s
         max_new_tokens=config.rollout.max_new_tokens, settings_from=settings_from, arms=results, out=str(out),
     )
     report.chart = str(chart(report, out / "heldout.png"))
-    (out / "results.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_atomic(out / "results.json", report.model_dump_json(indent=2) + "\n")  # last, whole or not at all
     return report
 
 

@@ -27,6 +27,7 @@ from factory.evaluate.schema import (
 from factory.evaluate.scores import arm_result
 from factory.pipeline.digests import tree_digest
 from schemas.errors import state_file_message
+from schemas.files import write_atomic
 from schemas.jsonl import jsonl_lines
 
 SETTINGS_FILE = "eval.json"
@@ -185,7 +186,7 @@ def run_eval(
     if TOOLSANDBOX in report.targets:
         report.toolsandbox = {"available": True, "note": "ToolSandbox: mean similarity and perfect scenarios by its own evaluator, 95% intervals"}
     report.chart = draw(report, out / CHART_FILE)
-    (out / RESULTS_FILE).write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_atomic(out / RESULTS_FILE, report.model_dump_json(indent=2) + "\n")  # last, whole or not at all
     return report
 
 

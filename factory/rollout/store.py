@@ -170,8 +170,9 @@ class RolloutStore:
         return added
 
     def write_summary(self, summary: BaseModel) -> Path:
+        """The run's last write, whole or not at all: a crash or a full disk mid-write leaves the previous summary."""
         path = self.out / SUMMARY_FILE
-        path.write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        write_atomic(path, summary.model_dump_json(indent=2) + "\n")
         return path
 
     @staticmethod

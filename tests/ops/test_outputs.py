@@ -1,5 +1,6 @@
 """Outputs all-or-nothing (issue 23): ``factory analyze`` on a full disk leaves the previous result as it was, or a
-folder marked INCOMPLETE, never a mix; the coverage chart does not call labelled trajectories "every label NA"."""
+folder marked INCOMPLETE, never a mix; a command's final summary file (rollout, train, eval) is written whole or
+not at all, last; the coverage chart does not call labelled trajectories "every label NA"."""
 
 from __future__ import annotations
 
@@ -126,3 +127,36 @@ def test_a_stale_chart_of_an_earlier_run_is_removed_with_the_rest(tmp_path: Path
     assert "selection_frequency.png" not in names and "mine.txt" in names and not [n for n in names if n.startswith(".")]
     assert json.loads((out / "capabilities.json").read_text())["labeler"] == "offline"
     assert os.stat(out / "capabilities.json").st_mode & 0o044  # ordinary, readable files, not mkstemp's 0600
+
+
+WRITERS = {  # a command's final summary file and the function that writes it, run in a child process
+    "rollout summary.json": "from factory.rollout.store import RolloutStore\nRolloutStore(OUT).write_summary(Summary(text=TEXT))",
+    "train summary.json": "from trainer.report import write_json\nwrite_json(OUT / 'summary.json', {'text': TEXT})",
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_a_summary_write_that_fails_midway_leaves_the_previous_summary_whole(tmp_path: Path, writer: str) -> None:
+    """A real failure mid-write, no root needed: the child may write at most 4 KiB into any file
+    (RLIMIT_FSIZE; the write past it fails with EFBIG, as on a full disk), and the new summary is 64 KiB."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    summary = tmp_path / "summary.json"
+    summary.write_text('{"text": "the previous run"}\n')
+    code = (
+        "import resource, signal, sys\nfrom pathlib import Path\nfrom pydantic import BaseModel\n"
+        "class Summary(BaseModel):\n    text: str\n"
+        f"OUT, TEXT = Path({str(tmp_path)!r}), 'x' * 65536\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\nresource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n" + "".join(f"    {line}\n" for line in WRITERS[writer].splitlines()) +
+        "except OSError as exc:\n    print(exc.errno, file=sys.stderr)\n    sys.exit(3)\n"
+    )  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 3 and done.stderr.strip() == "27", (done.returncode, done.stderr[-2000:])  # EFBIG: the write failed
+    left = summary.read_text()
+    assert left == '{"text": "the previous run"}\n', f"{len(left)} bytes: {left[:60]!r}..."  # not a torn part of the new one
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]  # no temporary file left behind
