@@ -34,14 +34,17 @@ def one(env: str, backend: str, run_seed: int) -> None:
     """Validate one env in this process (this tree's code is first on sys.path) and print one JSON line."""
     sys.path.insert(0, os.getcwd())
     from factory.blueprints import blueprint_names, blueprint_source
-    from factory.validation.gate import Gate, validate_source
+    from factory.validation import gate as gate_module
     from schemas.validation import ValidationConfig
 
     source = blueprint_source(env) if env in blueprint_names() else Path(env).read_text()
     fields = ValidationConfig.model_fields
     config = ValidationConfig(**({"run_seed": run_seed} if "run_seed" in fields else {}))
     started = time.perf_counter()
-    report = validate_source(source, Gate(config=config, backend=backend))
+    if hasattr(gate_module, "Gate"):  # the gate's settings as one object
+        report = gate_module.validate_source(source, gate_module.Gate(config=config, backend=backend))
+    else:  # trees before it (966b3f8) take them as keywords
+        report = gate_module.validate_source(source, config=config, backend=backend)
     wall = time.perf_counter() - started
     own = resource.getrusage(resource.RUSAGE_SELF)
     host = own.ru_utime + own.ru_stime

@@ -1,8 +1,10 @@
 """tests/envs/tiny_cancel.py (the previous release's fixture, kept byte for byte) with the reward hole the exploit
 search finds closed: that env pays an agent that reads the reservation and says nothing 0.75 of the reference
 (1.0 on every seed to refuse), because it never reads what the agent tells the user. Here the outcome must be
-told, and acting before looking halves the reward. Same capability name, so tests that build and validate a
-passing tiny env use this one."""
+told, acting before looking halves the reward, and an episode that never tells the outcome keeps 0.3 of it
+(leaving a non-refundable reservation alone is right on half the seeds: a hand-off to a human that reads
+first otherwise earned 0.6 there, 0.4-0.52 of the reference's mean depending on the gate's random seeds).
+Same capability name, so tests that build and validate a passing tiny env use this one."""
 
 from env_registry import sdk
 
@@ -55,7 +57,8 @@ class TinyCancel(sdk.TaskEnv):
         told = any(episode.said(word) for word in said)
         return sdk.Reward(
             components={"state": float(cancelled == episode.scenario.truth["cancel"]), "checked": float(checked), "told": float(told)},
-            weights={"state": 1.0, "checked": 0.5, "told": 1.0}, gates={"looked_first": 1.0 if checked else 0.5},
+            weights={"state": 1.0, "checked": 0.5, "told": 1.0},
+            gates={"looked_first": 1.0 if checked else 0.5, "answered": 1.0 if told else 0.3},
         )
 
     def reference_solution(self, scenario):
