@@ -7,8 +7,9 @@ gate's checks can reason about. The rule, in one sentence (:data:`RULE`):
     Env code may use only its own names, allow-listed builtins and allow-listed (module, attribute) pairs
     written out as ``module.attribute``; no name or attribute may start with ``_`` or be one of the
     interpreter's frame, code or generator attributes; a module may appear only in front of one of its allowed
-    attributes and a class factory only as a base class, in ``isinstance``, or called with one argument; and
-    no string is ever turned into a name or code.
+    attributes and a class factory only in ``isinstance``, called with one argument, as ``metaclass=`` (a
+    metaclass) or as the base of an enum that has members (an enum); and no string is ever turned into a name
+    or code.
 
 Why that closes each way around it the red team found, rather than naming them one by one:
 
@@ -18,11 +19,16 @@ Why that closes each way around it the red team found, rather than naming them o
 - attributes are never read by computed names: ``getattr`` and friends are not allowed builtins, and the
   stdlib entries that take attribute names or evaluate strings (``operator.attrgetter``, ``functools.wraps``,
   ``singledispatch``, ``typing.get_type_hints``, ``string.Formatter``...) are not on the allowlist
-  (:mod:`factory.validation.static_allowlist` holds the lists and says what is left out and why);
-- no class is built from a computed dict: ``type`` is not an allowed builtin, ``make_dataclass`` is not
-  allow-listed, and the remaining class factories (metaclasses and enum classes, whose call with a name and a
-  dict is the functional API) keep to the positions above, found from the modules themselves and from the
-  file's own class statements.
+  (:mod:`factory.validation.static_allowlist` holds the lists and says what is left out and why); a name may
+  not be a frame, code or generator attribute either, since names become attribute names (a dataclass's
+  fields are its ``__match_args__``, which a class pattern reads off any subject its class claims);
+- no class is built from a computed dict: ``type`` is not an allowed builtin, ``make_dataclass`` and
+  ``typing.get_origin`` (``get_origin(typing.Type)`` is ``type``) are not allow-listed, and the remaining class
+  factories (metaclasses and enum classes, whose call with a name and a dict is the functional API) keep to
+  the positions above, found from the modules themselves and from the file's own class statements. A factory
+  never reaches a name the lint does not see: a metaclass is never a base (a subclass would be a factory whose
+  classmethods, decorators or enum members hand it on), and an enum the file defines has members, so it is
+  no factory at all (an enum with members cannot be extended or called with a dict).
 
 - no attribute is read through a string at run time either: a ``.format``/``.format_map`` template must be
   one the lint can read (literals, or a choice among literals: :mod:`factory.validation.static_format`) and its
@@ -37,7 +43,6 @@ from __future__ import annotations
 
 import ast
 import re
-import string
 import types
 from dataclasses import dataclass
 
@@ -46,11 +51,13 @@ from factory.validation.static_allowlist import (
     FORBIDDEN_BUILTINS, INTERNAL_ATTRIBUTES, KITS_PACKAGE, MISSING, REFLECTION_ATTRIBUTES, SDK_ALIASES, STDLIB,
     STRING_CLASS_BUILDERS, canonical, is_factory, module_allowed, pair_allowed, value_of,
 )
+from factory.validation.static_positions import Positions
 
 RULE = ("env code may use only its own names, allow-listed builtins and allow-listed (module, attribute) pairs "
         "written as module.attribute; no name or attribute may start with '_' or be an interpreter frame, code or "
         "generator attribute; a module may appear only in front of an allowed attribute and a class factory only "
-        "as a base class, in isinstance, or called with one argument; no string is ever turned into a name or code")
+        "in isinstance, called with one argument, as metaclass= (a metaclass) or as the base of an enum with "
+        "members (an enum); no string is ever turned into a name or code")
 #: Pure stdlib modules an env may import, by full dotted name (the prompts list them).
 ALLOWED_MODULES = frozenset(STDLIB)
 #: Clock reads: scenario times come from ``self.rng(seed)``.
@@ -62,7 +69,6 @@ MUTATING_METHODS = frozenset(
 )
 ALLOWED_DUNDER_DEFINITIONS = frozenset({"__init__", "__post_init__"})
 _DUNDERISH = re.compile(r"__\w|\w__")
-_FACTORY_USE = "as a base class, in isinstance/issubclass, or called with one argument"
 
 FIRST_FILTER_NOTE = "a first filter; the sandbox is the security boundary"
 
@@ -113,115 +119,14 @@ def summary(findings: list[StaticFinding]) -> tuple[str, str]:
 # --- the lint -----------------------------------------------------------------------------------------
 
 
-class _Lint(ast.NodeVisitor):
+class _Lint(Positions, ast.NodeVisitor):
     def __init__(self) -> None:
+        super().__init__()
         self.findings: list[StaticFinding] = []
-        self.modules: dict[str, str] = {}  # local name -> module it is bound to (by an import, and only so)
-        self.factories: set[str] = set()  # local names of class factories (imported, or the file's own classes)
         self.aliases: set[str] = set()  # names assigned from something taken out of a module
-        self.clock_roots: set[str] = set()  # names that hold datetime's classes (datetime, date...)
-        self.string_builders: set[str] = set()  # local names of typing.NamedTuple, collections.namedtuple...
-        self.parent: dict[int, ast.AST] = {}
-        self.templates = static_format.Templates()
 
     def refuse(self, line: int, message: str) -> None:
         self.findings.append(StaticFinding(line, message))
-
-    # -- a first pass: which names are modules and which are class factories ------------------------------
-    def prepare(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parent[id(child)] = node
-        classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-        if isinstance(tree, ast.Module):
-            self.templates = static_format.prepare(tree, self.parent)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if module_allowed(alias.name) and (alias.asname or "." not in alias.name):
-                        self.modules[alias.asname or alias.name] = canonical(alias.name)
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                for alias in node.names:
-                    self._prepare_from(node.module, alias)
-        changed = True
-        while changed:  # the file's classes that derive from a factory (a metaclass, an enum) are factories too
-            changed = False
-            for node in classes:
-                if node.name not in self.factories and any(self._factory_expr(b) for b in node.bases):
-                    self.factories.add(node.name)
-                    changed = True
-
-    def _prepare_from(self, module: str, alias: ast.alias) -> None:
-        full = f"{module}.{alias.name}"
-        local = alias.asname or alias.name
-        if full in SDK_ALIASES or full == KITS_PACKAGE or (module == KITS_PACKAGE and module_allowed(full)):
-            self.modules[local] = canonical(full)
-        elif module_allowed(module) and pair_allowed(module, alias.name):
-            value = value_of(canonical(module), alias.name)
-            if (canonical(module), alias.name) in STRING_CLASS_BUILDERS:
-                self.string_builders.add(local)
-            elif isinstance(value, types.ModuleType):
-                self.modules[local] = value.__name__
-            elif is_factory(value):
-                self.factories.add(local)
-            elif module == "datetime":
-                self.clock_roots.add(local)
-
-    def _resolve(self, node: ast.AST) -> str | None:
-        """The module an expression names (``json``, ``sdk``, ``kits.tau2_airline``...), or None."""
-        if isinstance(node, ast.Name):
-            return self.modules.get(node.id)
-        if isinstance(node, ast.Attribute):
-            base = self._resolve(node.value)
-            if base is not None and pair_allowed(base, node.attr):
-                value = value_of(base, node.attr)
-                return value.__name__ if isinstance(value, types.ModuleType) else None
-        return None
-
-    def _factory_expr(self, node: ast.AST) -> bool:
-        if isinstance(node, ast.Name):
-            return node.id in self.factories
-        if isinstance(node, ast.Attribute):
-            base = self._resolve(node.value)
-            return base is not None and pair_allowed(base, node.attr) and is_factory(value_of(base, node.attr))
-        return False
-
-    # -- positions -----------------------------------------------------------------------------------------
-    def _up(self, node: ast.AST) -> ast.AST | None:
-        return self.parent.get(id(node))
-
-    def _module_position(self, node: ast.expr, what: str) -> None:
-        up = self._up(node)
-        if isinstance(up, ast.Attribute) and up.value is node:
-            return
-        self.refuse(node.lineno, f"module {what!r} may only be used as '{what}.<attribute>' (a module is never "
-                                 "assigned, passed, stored or returned)")
-
-    def _factory_position(self, node: ast.expr, what: str) -> None:
-        up = self._up(node)
-        if isinstance(up, ast.ClassDef) and node in up.bases:
-            return
-        if isinstance(up, ast.keyword) and up.arg == "metaclass" and isinstance(self._up(up), ast.ClassDef):
-            return
-        if isinstance(up, (ast.Attribute, ast.Subscript)) and up.value is node:
-            return
-        if isinstance(up, (ast.For, ast.AsyncFor, ast.comprehension)) and up.iter is node:
-            return
-        if isinstance(up, ast.Call) and up.func is node and len(up.args) == 1 and not up.keywords \
-                and not isinstance(up.args[0], ast.Starred):
-            return
-        call = self._up(up) if isinstance(up, ast.Tuple) else up
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in ("isinstance", "issubclass") \
-                and len(call.args) == 2 and (call.args[1] is node or call.args[1] is up):
-            return
-        self.refuse(node.lineno, f"{what!r} builds a class from a name and a dict when called so: use it only {_FACTORY_USE}")
-
-    def _string_builder_position(self, node: ast.expr, what: str) -> None:
-        up = self._up(node)
-        if isinstance(up, ast.ClassDef) and node in up.bases:
-            return
-        self.refuse(node.lineno, f"{what!r} turns strings into a class and its field names when called: declare "
-                                 "the class with a class statement instead (class P(typing.NamedTuple): a: int)")
 
     # -- names -----------------------------------------------------------------------------------------
     def _name(self, name: str | None, line: int, what: str = "name") -> None:
@@ -229,6 +134,9 @@ class _Lint(ast.NodeVisitor):
             return
         if name.startswith("_"):
             self.refuse(line, f"{what} {name!r} starts with '_' (private and dunder names are not allowed)")
+        elif name in INTERNAL_ATTRIBUTES:
+            self.refuse(line, f"{what} {name!r} is the name of an interpreter frame, code or generator attribute (a "
+                              "name can become an attribute name: dataclass fields, class patterns, keywords)")
         elif name in FORBIDDEN_BUILTINS:
             self.refuse(line, f"{what} {name!r} is not an allowed builtin (no reflection, code evaluation, files, "
                               "ids or classes built with type())")
@@ -255,6 +163,8 @@ class _Lint(ast.NodeVisitor):
     def visit_keyword(self, node: ast.keyword) -> None:
         if node.arg is not None and node.arg.startswith("_"):
             self.refuse(getattr(node, "lineno", 0), f"keyword argument {node.arg!r} starts with '_'")
+        elif node.arg in INTERNAL_ATTRIBUTES:
+            self._name(node.arg, getattr(node, "lineno", 0), "keyword argument")
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -307,8 +217,9 @@ class _Lint(ast.NodeVisitor):
             elif not module_allowed(name):
                 self.refuse(node.lineno, f"import of {name!r} is not allowed (allowed: the SDK, kits and pure stdlib modules by full name)")
             elif alias.asname:
-                if alias.asname.startswith("_") or alias.asname in FORBIDDEN_BUILTINS:
-                    self.refuse(node.lineno, f"import alias {alias.asname!r} is not allowed (private name or a builtin's)")
+                if alias.asname.startswith("_") or alias.asname in FORBIDDEN_BUILTINS or alias.asname in INTERNAL_ATTRIBUTES:
+                    self.refuse(node.lineno, f"import alias {alias.asname!r} is not allowed (private name, a builtin's or an "
+                                             "interpreter attribute's)")
             elif "." in name and not module_allowed(root):
                 parent, _, leaf = name.rpartition(".")
                 self.refuse(node.lineno, f"'import {name}' binds {root!r}, which is not an allowed module: write 'from {parent} import {leaf}'")
@@ -342,7 +253,7 @@ class _Lint(ast.NodeVisitor):
                 self._not_allowed(node.lineno, canonical(module), alias.name)
             elif alias.name in CLOCK_ATTRIBUTES:
                 self.refuse(node.lineno, f"importing {alias.name!r} is a clock read: scenario times come from self.rng(seed)")
-            if alias.asname in FORBIDDEN_BUILTINS:
+            if alias.asname in FORBIDDEN_BUILTINS or alias.asname in INTERNAL_ATTRIBUTES:
                 self._name(alias.asname, node.lineno, "import alias")
 
     def _not_allowed(self, line: int, module: str, attr: str) -> None:

@@ -9,7 +9,8 @@ anything that is itself a module.
 Left out on purpose (each reaches attributes or code by name, builds classes from a computed dict, or changes
 state shared with the trusted code in the same process): ``operator.attrgetter``/``methodcaller``,
 ``functools.wraps``/``update_wrapper``/``singledispatch``/``singledispatchmethod``, ``string.Formatter``,
-``typing.get_type_hints``/``ForwardRef``, ``dataclasses.make_dataclass``, ``random.seed``/``setstate`` (the
+``typing.get_type_hints``/``ForwardRef``, ``typing.get_origin`` (it hands back the class behind an alias:
+``get_origin(typing.Type)`` is ``type``), ``dataclasses.make_dataclass``, ``random.seed``/``setstate`` (the
 process-wide generator; drawing from it is left to the determinism check), ``decimal.getcontext``/``setcontext``,
 ``calendar.setfirstweekday``/``mdays``, ``re.purge``. Checked and left in, since they look names up only among
 values the file itself declared or read items, never attributes: ``string.Template`` (mapping items),
@@ -92,7 +93,7 @@ STDLIB: dict[str, Union[frozenset[str], Literal["*"]]] = {
         "Generic", "Protocol", "Literal", "Final", "ClassVar", "NamedTuple", "TypedDict", "Required", "NotRequired",
         "Annotated", "NoReturn", "Never", "Self", "LiteralString", "TypeAlias", "ParamSpec", "Concatenate",
         "SupportsInt", "SupportsFloat", "SupportsIndex", "SupportsAbs", "SupportsRound", "AnyStr", "Text", "NewType",
-        "TYPE_CHECKING", "cast", "overload", "final", "runtime_checkable", "get_origin", "get_args", "assert_never",
+        "TYPE_CHECKING", "cast", "overload", "final", "runtime_checkable", "get_args", "assert_never",
         "assert_type", "reveal_type",
     }),
 }
@@ -206,3 +207,9 @@ def is_factory(value: Any) -> bool:
     import enum
 
     return isinstance(value, type) and (issubclass(value, type) or isinstance(value, enum.EnumMeta))
+
+
+def is_metaclass(value: Any) -> bool:
+    """A factory whose instances are classes: as a base it makes another one, and an enum mixed with it builds its
+    members as classes from the member values (so it may appear only as ``metaclass=``)."""
+    return isinstance(value, type) and issubclass(value, type)
