@@ -117,19 +117,3 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
         return validation_message(exc)
     return " ".join(str(exc).split()) or type(exc).__name__
-
-def state_file_message(path: object, problem: BaseException, fix: str, *, line: int | None = None,
-                       model: type[BaseModel] | None = None) -> str:  # fmt: skip
-    """One line for a file the factory wrote for itself and cannot read back (a write cut short, a hand edit, a
-    full disk): the file (and line), every problem with its location and input (the one renderer), and the fix.
-    Callers raise it as bad input (exit 2): the file is the user's to remove or repair, never a bug."""
-    where = f"{path} line {line}" if line is not None else str(path)
-    if isinstance(problem, ValidationError):
-        return f"{where} is damaged ({validation_message(problem, model, limit=3)}); {fix}"
-    if isinstance(problem, UnicodeDecodeError):
-        return f"{where} is damaged (not UTF-8 text: byte at offset {problem.start}); {fix}"
-    if isinstance(problem, OSError):
-        from schemas.files import reason
-
-        return f"{where} is unreadable ({reason(problem)}); {fix}"
-    return f"{where} is damaged ({' '.join(str(problem).split()) or type(problem).__name__}); {fix}"

@@ -4,6 +4,10 @@ A registry entry or an input path can be anything by the time it is read: a fold
 plain ``open``, a symlink loop, an unreadable or huge file. :func:`read_regular` opens without blocking and
 without following a final symlink, refuses anything but a regular file, and caps the size; every failure is
 an :class:`OSError` whose errno :func:`explain` turns into one line with what to do about it.
+
+Files the factory writes for itself go the other way through here too: :func:`write_atomic` (a summary or a
+state file is the previous one or the new one, never half), and :func:`read_state` reads a state file back,
+a damaged one becoming one line (:func:`state_file_message`) that callers raise as bad input.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ import os
 import secrets
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-M = TypeVar("M", bound="BaseModel")
+from schemas.errors import InputError, validation_message
+
+M = TypeVar("M", bound=BaseModel)
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """No file the factory reads for itself is anywhere near this; bigger means it is not what it claims."""
@@ -170,14 +175,25 @@ def write_atomic(path: str | Path, text: str) -> None:
             os.unlink(temporary)
 
 
+def state_file_message(path: object, problem: BaseException, fix: str, *, line: int | None = None,
+                       model: type[BaseModel] | None = None) -> str:  # fmt: skip
+    """One line for a file the factory wrote for itself and cannot read back (a write cut short, a hand edit, a
+    full disk): the file (and line), every problem with its location and input (the one renderer), and the fix.
+    Callers raise it as bad input (exit 2): the file is the user's to remove or repair, never a bug."""
+    where = f"{path} line {line}" if line is not None else str(path)
+    if isinstance(problem, ValidationError):
+        return f"{where} is damaged ({validation_message(problem, model, limit=3)}); {fix}"
+    if isinstance(problem, UnicodeDecodeError):
+        return f"{where} is damaged (not UTF-8 text: byte at offset {problem.start}); {fix}"
+    if isinstance(problem, OSError):
+        return f"{where} is unreadable ({reason(problem)}); {fix}"
+    return f"{where} is damaged ({' '.join(str(problem).split()) or type(problem).__name__}); {fix}"
+
+
 def read_state(path: str | Path, model: type[M], fix: str, error: type[Exception] | None = None) -> M:
     """A state file the factory wrote for itself (``pipeline.json``, a rollout's ``run.json``), read back as
     ``model``; a file that cannot be read or is damaged raises ``error`` (default
     :class:`schemas.errors.InputError`, exit 2) with one line: the file, each problem with its location, ``fix``."""
-    from pydantic import ValidationError
-
-    from schemas.errors import InputError, state_file_message
-
     try:
         return model.model_validate_json(read_regular(path, follow=True).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValidationError) as exc:

@@ -11,8 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from schemas.jsonl import jsonl_lines
-from schemas.errors import state_file_message
-from schemas.files import write_atomic
+from schemas.files import state_file_message, write_atomic
 from trainer.errors import RunFileError
 
 METRICS_FILE = "metrics.jsonl"

@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from schemas.config_file import put
-from schemas.errors import FactoryError, state_file_message, validation_message
-from schemas.files import write_atomic
+from schemas.errors import FactoryError, validation_message
+from schemas.files import state_file_message, write_atomic
 from factory.evaluate.schema import ADAPTER_PREFIX, ARM_BASE, EvalError
 from trainer.heldout import HeldoutResult
 

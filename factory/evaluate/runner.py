@@ -26,8 +26,7 @@ from factory.evaluate.schema import (
 )  # fmt: skip
 from factory.evaluate.scores import arm_result
 from factory.pipeline.digests import tree_digest
-from schemas.errors import state_file_message
-from schemas.files import write_atomic
+from schemas.files import state_file_message, write_atomic
 from schemas.jsonl import jsonl_lines
 
 SETTINGS_FILE = "eval.json"

@@ -18,8 +18,8 @@ from typing import Any
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from schemas.errors import InputError, state_file_message
-from schemas.files import read_state, write_atomic
+from schemas.errors import InputError
+from schemas.files import read_state, state_file_message, write_atomic
 from schemas.jsonl import jsonl_lines
 from schemas.trajectory import Trajectory
 

@@ -135,4 +135,4 @@ def test_no_pydantic_error_is_said_raw_or_reduced_by_hand() -> None:
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.ExceptHandler) and node.name and _names_validation_error(node.type):
                     problems += [f"{rel}:{line}: {what}" for line, what in _raw_uses(node)]
-    assert not problems, "route these through schemas.errors.validation_message / one_line:\n" + "\n".join(problems)
+    assert not problems, "route these through schemas.errors.validation_message / one_line / schemas.files.state_file_message:\n" + "\n".join(problems)
