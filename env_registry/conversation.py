@@ -19,13 +19,22 @@ is in the system prompt, not in the schemas' free text.
 The policy's reply is text either way: :func:`reply_text` turns generated token ids into it, and the env
 parses ``<tool_call>`` blocks (``trace_env.actions``). Nothing here imports torch or transformers; the
 tokenizer is passed in, so trainer/ and router/ (neither of which may import the other) both use it.
+
+An adapter must be shown conversations the way it was trained on them, so ``factory train`` records the
+rendering next to the adapter (:class:`TrainedPrompt`, ``trained_prompt.json`` in the adapter folder) and
+everything that generates with an adapter reads it back (:func:`trained_prompt`, :func:`tools_mode`).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from schemas.errors import InputError, validation_message
 
 TOOL_PROTOCOL = """# Tools
 You can call these functions. To call one, write a block like
@@ -168,3 +177,67 @@ def reply_text(tokenizer: Any, generated: list[int], eos_id: int) -> str:
     tokens (the env parses ``<tool_call>`` blocks from this text)."""
     ids = generated[: generated.index(eos_id)] if eos_id in generated else generated
     return str(tokenizer.decode(ids, skip_special_tokens=True))
+
+
+# --- the rendering an adapter was trained with ---------------------------------------------------------
+PROMPT_FILE = "trained_prompt.json"
+"""Written by ``factory train`` into every adapter folder it saves (final adapter and checkpoints)."""
+
+
+class TrainedPrompt(BaseModel):
+    """How the conversations an adapter was trained on were rendered; generating with the adapter renders the same."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    compact_tools: bool = Field(description="tools as one signature line each (True) or as JSON schemas (False)")
+
+
+_REWRITE = 'write it as {"compact_tools": true} or false, as the adapter was trained (its run\'s rollout.compact_tools)'
+
+
+class PromptRecordError(InputError):
+    """An adapter's record of its training prompt cannot be read; the message names the file and the fix."""
+
+
+def write_trained_prompt(adapter_dir: str | Path, prompt: TrainedPrompt) -> Path:
+    path = Path(adapter_dir) / PROMPT_FILE
+    path.write_text(prompt.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def trained_prompt(adapter_dir: str | Path) -> TrainedPrompt | None:
+    """The rendering ``adapter_dir`` was trained with: its ``trained_prompt.json``, else (an adapter saved before
+    that file existed) ``rollout.compact_tools`` of the ``run.json`` of the ``factory train`` run it sits in;
+    None when neither says (an adapter from elsewhere: the default rendering)."""
+    folder = Path(adapter_dir).expanduser()
+    path = folder / PROMPT_FILE
+    if path.is_file():
+        try:
+            return TrainedPrompt.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PromptRecordError(f"{path}: unreadable ({exc}); {_REWRITE}") from None
+        except ValidationError as exc:
+            raise PromptRecordError(f"{path}: {validation_message(exc)}; {_REWRITE}") from None
+    run = folder.parent / "run.json"
+    if not run.is_file():
+        return None
+    try:
+        rollout = json.loads(run.read_text(encoding="utf-8")).get("config", {}).get("rollout", {})
+    except (OSError, ValueError, AttributeError):
+        return None  # not a `factory train` run.json: nothing it says about this adapter
+    value = rollout.get("compact_tools", False) if isinstance(rollout, dict) else None
+    return TrainedPrompt(compact_tools=value) if isinstance(value, bool) else None
+
+
+def tools_mode(trained: TrainedPrompt | None, flag: bool | None, adapter: str | None = None) -> tuple[bool, str | None]:
+    """Whether to render tools compactly, and a warning when an explicit ``flag`` differs from the training.
+
+    No flag: the adapter's training rendering (JSON schemas for the base model or an adapter with no record)."""
+    trained_compact = trained.compact_tools if trained is not None else None
+    if flag is None:
+        return bool(trained_compact), None
+    if trained_compact is None or flag == trained_compact:
+        return flag, None
+    shown, was = ("compact signatures", "JSON schemas") if flag else ("JSON schemas", "compact signatures")
+    who = f"adapter {adapter}" if adapter else "the adapter"
+    return flag, f"{who} is shown its tools as {shown} but was trained on {was}: it runs on a prompt it was not trained on"

@@ -6,18 +6,20 @@ An adapters folder holds one PEFT adapter folder per capability, named after it:
     adapters/permission_error_recovery/...
 
 or is the folder ``factory train`` writes its runs into (``runs/<capability>/adapter/``), read as it is.
+Each adapter is shown tools the way it was trained on them (:class:`AdapterPrompts`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from env_registry.conversation import PromptRecordError, TrainedPrompt, tools_mode, trained_prompt
 from router.errors import AdapterError
 from schemas.names import is_capability_name
-
 
 
 def _check(name: str, path: Path) -> tuple[str, Path]:
@@ -82,6 +84,34 @@ def adapter_base_model(adapters: dict[str, Path]) -> str | None:
         listing = "; ".join(f"{n}: {b}" for n, b in sorted(bases.items()))
         raise AdapterError(f"the adapters were trained on different base models ({listing}); route among adapters of one base model")
     return distinct[0] if distinct else None
+
+
+@dataclass(frozen=True)
+class AdapterPrompts:
+    """How each adapter was shown tools in training (``trained_prompt.json``, or its run's ``run.json``), and
+    an explicit ``override`` (``--compact-tools``/``--schema-tools``) that applies to every generation."""
+
+    trained: dict[str, TrainedPrompt | None]
+    override: bool | None = None
+
+    @classmethod
+    def read(cls, adapters: Mapping[str, str | Path], override: bool | None = None) -> "AdapterPrompts":
+        try:
+            return cls({name: trained_prompt(path) for name, path in adapters.items()}, override)
+        except PromptRecordError as exc:
+            raise AdapterError(str(exc)) from None
+
+    def compact_tools(self, choice: Any) -> bool:
+        """The rendering for a generation with ``choice`` applied: None (the base model: JSON schemas unless
+        overridden), a capability's adapter, or a routing decision (its chosen adapter; a soft mix's largest)."""
+        name = getattr(choice, "choice", choice)
+        if name is None:
+            return bool(self.override)
+        return tools_mode(self.trained.get(name), self.override, name)[0]
+
+    def warnings(self) -> list[str]:
+        """One line per adapter the override shows another rendering than it was trained on."""
+        return [line for name, prompt in sorted(self.trained.items()) if (line := tools_mode(prompt, self.override, name)[1])]
 
 
 def load_base_model(model_id: str, device: str = "cpu", dtype: str = "auto") -> tuple[Any, Any]:

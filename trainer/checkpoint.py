@@ -3,7 +3,8 @@
 Layout (one folder per checkpoint, written to a temporary name and renamed, so a crash never leaves a
 half checkpoint)::
 
-    checkpoints/iter-000005/adapter/        PEFT adapter (adapter_config.json + adapter_model.safetensors)
+    checkpoints/iter-000005/adapter/        PEFT adapter (adapter_config.json + adapter_model.safetensors
+                                            + trained_prompt.json: how its conversations were rendered)
     checkpoints/iter-000005/optimizer.pt    AdamW state
     checkpoints/iter-000005/rng-rank0.pt    python, torch (and CUDA) generator states of rank 0
     checkpoints/iter-000005/state.json      iteration done, config digest
@@ -23,6 +24,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from env_registry.conversation import TrainedPrompt, write_trained_prompt
 from schemas.errors import InputError
 from schemas.files import read_state
 from trainer.errors import TrainError
@@ -61,10 +63,10 @@ def latest(root: Path) -> Path | None:
 
 def save(
     root: Path, iteration: int, policy: Any, optimizer: Any, accelerator: Any, extra: dict[str, Any], keep: int,
-    rng: dict[str, Any] | None = None,
+    rng: dict[str, Any] | None = None, prompt: TrainedPrompt | None = None,
 ) -> Path:
     """Every rank writes its RNG state (``rng``: one taken earlier, when the run was stopped after it moved on);
-    the main process writes the rest and renames into place."""
+    the main process writes the rest (``prompt``: recorded in the adapter folder) and renames into place."""
     folder = root / "checkpoints"
     final = folder / f"iter-{iteration:06d}"
     staging = folder / f".staging-iter-{iteration:06d}"
@@ -76,6 +78,8 @@ def save(
     torch.save(rng if rng is not None else rng_state(), staging / f"rng-rank{accelerator.process_index}.pt")
     if accelerator.is_main_process:
         policy.save_pretrained(str(staging / "adapter"))
+        if prompt is not None:
+            write_trained_prompt(staging / "adapter", prompt)
         torch.save(optimizer.state_dict(), staging / "optimizer.pt")
         (staging / "state.json").write_text(json.dumps({"iteration": iteration, **extra}, indent=2) + "\n")
     accelerator.wait_for_everyone()
@@ -169,12 +173,15 @@ def restore(checkpoint: Path, optimizer: Any, accelerator: Any) -> dict[str, Any
     return state
 
 
-def write_adapter(policy: Any, folder: Path) -> Path:
-    """The final adapter in PEFT's standard format, written next to its final name and renamed."""
+def write_adapter(policy: Any, folder: Path, prompt: TrainedPrompt | None = None) -> Path:
+    """The final adapter in PEFT's standard format, written next to its final name and renamed; ``prompt`` (how
+    the run rendered conversations) goes with it, so rollout and evaluation render them the same way."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".adapter-", dir=folder.parent))
     try:
         policy.save_pretrained(str(staging))
+        if prompt is not None:
+            write_trained_prompt(staging, prompt)
         if folder.exists():
             shutil.rmtree(folder)
         os.rename(staging, folder)

@@ -76,7 +76,8 @@ class HintSettings(_Section):
 class RolloutSettings(_Section):
     engine: Literal["transformers", "vllm"] = "transformers"
     compact_tools: bool = Field(
-        False, description="tools as one signature line each in the system text instead of JSON schemas (small models)")
+        False, description="tools as one signature line each in the system text instead of JSON schemas (small models); "
+                           "recorded in the adapter folder (trained_prompt.json), so rollout and evaluation show the adapter the same")
     min_valid_share: float = Field(
         0.5, ge=0, le=1, description="an iteration whose share of rollouts with a valid reward is below this is rolled out again")
     retries: int = Field(1, ge=0, description="roll-outs again of an iteration with too few valid rollouts; then it is marked and not trained on")

@@ -8,8 +8,9 @@ rolled out again (``rollout.retries``), then marked and not trained on. Held-out
 are evaluated before the first iteration, every ``heldout.every`` and after the last. The policy is put
 in train mode for every update and in eval mode for every generation, explicitly. Metrics go to
 ``metrics.jsonl`` (and trackers), checkpoints every iteration on small runs (``trainer.stop.CheckpointClock``),
-the adapter to ``adapter/`` in PEFT's format. A stop (SIGTERM, Ctrl-C) ends the run at a safe point with a
-checkpoint (``trainer.stop``).
+the adapter to ``adapter/`` in PEFT's format with ``trained_prompt.json`` (how its conversations were
+rendered, so ``factory rollout``/``factory eval`` render them the same way). A stop (SIGTERM, Ctrl-C) ends
+the run at a safe point with a checkpoint (``trainer.stop``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Callable
 
 import torch
 
+from env_registry.conversation import TrainedPrompt
 from trainer import checkpoint as ckpt
 from trainer.chat import ChatFormat
 from trainer.config import TrainConfig
@@ -303,9 +305,15 @@ class GRPORun:
             self.accelerator.log(values, step=row.iteration if row.phase != "warm_start" else None)
         self.on_iteration(row)
 
+    @property
+    def trained_prompt(self) -> TrainedPrompt:
+        """How this run rendered conversations (its ``ChatFormat``), recorded in every adapter folder it saves."""
+        return TrainedPrompt(compact_tools=self.chat.compact_tools)
+
     def _checkpoint(self, i: int, rng: dict[str, Any] | None = None) -> None:
         ckpt.save(self.out, i, self.policy, self.optimizer, self.accelerator,
-                  {"order": self.order.get_state().tolist(), "env_id": self.env_id}, self.config.keep_checkpoints, rng=rng)
+                  {"order": self.order.get_state().tolist(), "env_id": self.env_id}, self.config.keep_checkpoints, rng=rng,
+                  prompt=self.trained_prompt)
         self.saved = i
 
     # --- the run ------------------------------------------------------------------------------
@@ -376,7 +384,7 @@ class GRPORun:
     def finish(self) -> RunResult:
         result = RunResult(env_id=self.env_id, output_dir=str(self.out), summary=summary(self.rows))
         if self.accelerator.is_main_process:
-            result.adapter_dir = str(ckpt.write_adapter(self.policy, self.out / "adapter"))
+            result.adapter_dir = str(ckpt.write_adapter(self.policy, self.out / "adapter", self.trained_prompt))
             curve = plot_curve(self.rows, self.out / CURVE_FILE, f"{self.env_id} - GRPO")
             result.curve = str(curve) if curve else None
             write_json(self.out / "summary.json", result.summary)

@@ -91,8 +91,9 @@ def open_engine(
 def _hf_engine(config: EvalConfig, model: str, adapters: dict[str, Path], menu_file: Path, log: Any,
                menu_progress: Any, routed: bool) -> Engine:  # fmt: skip
     from router.apply_peft import AdapterSet
-    from router.loading import load_base_model
+    from router.loading import AdapterPrompts, load_base_model
 
+    prompts = AdapterPrompts.read(adapters, config.compact_tools)  # before the model loads: a bad record fails fast
     base_spec = f"hf:{model}"
     router = None
     if routed:
@@ -105,14 +106,17 @@ def _hf_engine(config: EvalConfig, model: str, adapters: dict[str, Path], menu_f
         base, tokenizer = load_base_model(model, device=config.device, dtype=config.dtype)
         adapter_set = AdapterSet.load(base, {k: str(v) for k, v in adapters.items()}) if adapters else None
         base = adapter_set.model if adapter_set is not None else base
-    shared = SharedModel(base, tokenizer, adapter_set, base_spec, config.temperature, config.max_tokens or 512)
+    shared = SharedModel(base, tokenizer, adapter_set, base_spec, config.temperature, config.max_tokens or 512, prompts)
     return Engine(shared.policy, base_spec, lambda name: f"{base_spec}@{adapters[name]}", router, shared.lock, log)
 
 
 def _server_engine(config: EvalConfig, model: str, adapters: dict[str, Path], menu_file: Path, log: Any,
                    menu_progress: Any, routed: bool) -> Engine:  # fmt: skip
+    from router.loading import AdapterPrompts
+
     assert config.base_url is not None
-    served = ServedModel(config.base_url, config.served_model or model, config.temperature, config.max_tokens)
+    served = ServedModel(config.base_url, config.served_model or model, config.temperature, config.max_tokens,
+                         AdapterPrompts.read(adapters, config.compact_tools))  # fmt: skip
     if config.load_adapters:
         load_server_adapters(config.base_url, adapters)
     router = None

@@ -27,11 +27,13 @@ Choice = RouteDecision | str | None
 class SharedModel:
     """A local model and its adapters; ``generate`` is serialised (one model, one adapter state)."""
 
-    def __init__(self, model: Any, tokenizer: Any, adapters: Any, base_spec: str, temperature: float, max_new_tokens: int) -> None:
+    def __init__(self, model: Any, tokenizer: Any, adapters: Any, base_spec: str, temperature: float, max_new_tokens: int,
+                 prompts: Any = None) -> None:  # fmt: skip
         from factory.rollout.hf import HFPolicy
 
         self.adapters = adapters
         self.base_spec = base_spec
+        self.prompts = prompts  # router.loading.AdapterPrompts: each adapter's tools rendered as it was trained on them
         self.engine = HFPolicy(model, tokenizer, base_spec, temperature, max_new_tokens)
         self.lock = threading.RLock()
 
@@ -39,7 +41,8 @@ class SharedModel:
         with self.lock:
             if self.adapters is not None:
                 self.adapters.apply(choice)
-            return self.engine.generate(messages, tools, seed, turn)
+            compact = self.prompts.compact_tools(choice) if self.prompts is not None else None
+            return self.engine.generate(messages, tools, seed, turn, compact_tools=compact)
 
     def policy(self, choice: str | None, spec: str) -> "ArmPolicy":
         return ArmPolicy(self, choice, spec)
@@ -61,11 +64,12 @@ class ArmPolicy(Policy):
 class ServedModel:
     """An OpenAI-compatible server: the base model under ``base_name``, adapters under their capability names."""
 
-    def __init__(self, base_url: str, base_name: str, temperature: float, max_tokens: int | None) -> None:
+    def __init__(self, base_url: str, base_name: str, temperature: float, max_tokens: int | None, prompts: Any = None) -> None:
         self.base_url = base_url
         self.base_name = base_name
         self.temperature = temperature
         self.max_tokens = max_tokens or 2048
+        self.prompts = prompts  # router.loading.AdapterPrompts, as for SharedModel
         self._policies: dict[str, Policy] = {}
 
     def served_name(self, choice: Choice) -> str:
@@ -83,7 +87,9 @@ class ServedModel:
         name = self.served_name(choice)
         if name not in self._policies:
             client = make_client(LLMSpec(provider="openai-compatible", model=name, base_url=self.base_url), cache=False)
-            self._policies[name] = LLMPolicy(client, spec=spec or f"compat:{name}", temperature=self.temperature, max_tokens=self.max_tokens)
+            compact = self.prompts.compact_tools(choice) if self.prompts is not None else False
+            self._policies[name] = LLMPolicy(client, spec=spec or f"compat:{name}", temperature=self.temperature, max_tokens=self.max_tokens,
+                                             compact_tools=compact)  # fmt: skip
         return self._policies[name]
 
 

@@ -93,6 +93,9 @@ class EvalConfig(EpisodeSettings, EngineSettings):
     registry: str | None = None
     sandbox: str = "auto"
     router: RouterConfig = Field(default_factory=RouterConfig)
+    compact_tools: bool | None = Field(
+        default=None, description="tools as signature lines (True) or JSON schemas (False) for every arm; default: "
+                                  "each adapter as it was trained (trained_prompt.json), the base model JSON schemas")
     device: str = "cpu"
     dtype: str = "auto"
     seed: int = 0

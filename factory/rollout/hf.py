@@ -7,7 +7,8 @@ training showed it: the trainer's token layout (``trainer.chat``: the one render
 them, the turns it generated kept as sampled) and the trainer's batched engine (``trainer.engines``):
 episodes running in parallel threads that ask for a turn at about the same time are generated in one
 batch. Greedy by default (temperature 0); with a temperature, each batch is seeded from its episodes'
-(seed, turn) pairs.
+(seed, turn) pairs. An adapter's tools are rendered as it was trained on them (``trained_prompt.json``,
+written by ``factory train``: compact signatures or JSON schemas); the base model gets JSON schemas.
 """
 
 from __future__ import annotations
@@ -90,8 +91,10 @@ class Batcher:
 
 
 class HFPolicy(Policy):
-    def __init__(self, model: Any, tokenizer: Any, spec: str, temperature: float | None = 0.0, max_new_tokens: int = 512) -> None:
-        from trainer.chat import ChatFormat
+    """``compact_tools``: how tools are rendered unless a generation asks otherwise (an adapter's training mode)."""
+
+    def __init__(self, model: Any, tokenizer: Any, spec: str, temperature: float | None = 0.0, max_new_tokens: int = 512,
+                 compact_tools: bool = False) -> None:  # fmt: skip
         from trainer.engines import TransformersEngine
 
         self.model = model
@@ -99,20 +102,41 @@ class HFPolicy(Policy):
         self.spec = spec
         self.temperature = float(temperature or 0.0)
         self.max_new_tokens = max_new_tokens
-        try:
-            self.chat = ChatFormat(tokenizer)
-        except FactoryError as exc:
-            raise FactoryError(f"--policy {spec!r}: {exc}") from None
+        self.compact_tools = compact_tools
+        self.warning: str | None = None  # set by from_spec when an explicit mode differs from the adapter's training
+        self._formats: dict[bool, Any] = {}
+        self.chat = self.format(compact_tools)
         self.batcher = Batcher(TransformersEngine(model, self.chat, self.temperature, max_new_tokens), self.temperature)
 
+    def format(self, compact_tools: bool | None = None) -> Any:
+        """The ``trainer.chat.ChatFormat`` of a tool rendering (default: this policy's); one per mode, made once."""
+        from trainer.chat import ChatFormat
+
+        compact = self.compact_tools if compact_tools is None else compact_tools
+        if compact not in self._formats:
+            try:
+                self._formats[compact] = ChatFormat(self.tokenizer, compact)
+            except FactoryError as exc:
+                raise FactoryError(f"--policy {self.spec!r}: {exc}") from None
+        return self._formats[compact]
+
     @classmethod
-    def from_spec(cls, spec: str, *, temperature: float | None = 0.0, max_new_tokens: int = 512) -> "HFPolicy":
+    def from_spec(cls, spec: str, *, temperature: float | None = 0.0, max_new_tokens: int = 512,
+                  compact_tools: bool | None = None) -> "HFPolicy":  # fmt: skip
+        """Load ``hf:PATH[@ADAPTER]``. Tools are rendered as the adapter was trained on them unless
+        ``compact_tools`` says otherwise (then ``warning`` says that it differs from the training)."""
+        from env_registry.conversation import tools_mode, trained_prompt
+
         path, adapter = _split_spec(spec)
         if not path:
             raise FactoryError(f"--policy {spec!r} names no model; expected hf:PATH or hf:PATH@ADAPTER")
         for label, folder in (("model", path), ("adapter", adapter)):
             if folder and ("/" in folder or folder.startswith(".")) and not Path(folder).expanduser().exists():
                 raise FactoryError(f"--policy {spec!r}: {label} folder {folder} does not exist")
+        try:
+            compact, warning = tools_mode(trained_prompt(adapter) if adapter else None, compact_tools, adapter)
+        except FactoryError as exc:
+            raise FactoryError(f"--policy {spec!r}: {exc}") from None
         try:
             from transformers import AutoModelForCausalLM, AutoTokenizer
             from transformers.utils import logging as hf_logging
@@ -136,7 +160,9 @@ class HFPolicy(Policy):
         if getattr(tokenizer, "chat_template", None) is None:
             raise FactoryError(f"--policy {spec!r}: the tokenizer has no chat template, so tools cannot be rendered")
         model.eval()
-        return cls(model, tokenizer, spec, temperature, max_new_tokens)
+        policy = cls(model, tokenizer, spec, temperature, max_new_tokens, compact_tools=compact)
+        policy.warning = warning
+        return policy
 
     def start(self, task: Task, tools: list[dict[str, Any]], seed: int) -> Act:
         """One episode: its token context is kept as training keeps it (generated turns as sampled)."""
@@ -159,14 +185,17 @@ class HFPolicy(Policy):
 
         return act
 
-    def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], seed: int, turn: int) -> str:
+    def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], seed: int, turn: int,
+                 compact_tools: bool | None = None) -> str:  # fmt: skip
         """One turn from the messages alone (no per-episode state): the conversation in the training layout,
-        the assistant turns re-tokenised from their rendering."""
+        the assistant turns re-tokenised from their rendering; ``compact_tools`` picks the tool rendering of
+        the adapter applied for this turn (default: this policy's)."""
         try:
-            ids = self.chat.conversation_ids(messages, tools, generation_prompt=True)[0]
+            chat = self.format(compact_tools)
+            ids = chat.conversation_ids(messages, tools, generation_prompt=True)[0]
         except FactoryError as exc:
             raise PolicyError(f"policy {self.spec}: {exc}") from None
-        return self.chat.decode_action(self._generate(ids, f"{seed}:{turn}").tokens)
+        return chat.decode_action(self._generate(ids, f"{seed}:{turn}").tokens)
 
     def _generate(self, ids: list[int], key: str) -> Any:
         try:

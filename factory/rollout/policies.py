@@ -74,19 +74,22 @@ class EmptyPolicy(Policy):
 
 
 class LLMPolicy(Policy):
-    """An API model through ``llm_clients`` (retries, usage accounting; uncached so trials stay independent)."""
+    """An API model through ``llm_clients`` (retries, usage accounting; uncached so trials stay independent).
+    ``compact_tools``: tools as one signature line each, for a served adapter trained on that rendering."""
 
-    def __init__(self, client: Any, spec: str, temperature: float | None = 0.0, max_tokens: int = 2048) -> None:
+    def __init__(self, client: Any, spec: str, temperature: float | None = 0.0, max_tokens: int = 2048,
+                 compact_tools: bool = False) -> None:  # fmt: skip
         self.client = client
         self.spec = spec
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.compact_tools = compact_tools
 
     def start(self, task: Task, tools: list[dict[str, Any]], seed: int) -> Act:
         from llm_clients import LLMError
 
         def act(messages: list[dict[str, Any]]) -> Action:
-            system, dialogue = conversation.text_dialogue(messages, tools)
+            system, dialogue = conversation.text_dialogue(messages, tools, self.compact_tools)
             try:
                 response = self.client.complete(dialogue, system=system, max_tokens=self.max_tokens, temperature=self.temperature)
             except LLMError as exc:

@@ -17,6 +17,7 @@ RUN = [
     "--set", "threads=1", "--set", "sandbox='bwrap'", "--set", "grpo.groups=2", "--set", "grpo.group_size=4",
     "--set", "grpo.lr=1e-3", "--set", "rollout.max_new_tokens=24", "--set", "rollout.max_seq_len=1024",
     "--set", "warm_start.steps=10", "--set", "warm_start.lr=1e-2", "--set", "save_every=2", "--set", "heldout.seeds=4",
+    "--set", "rollout.compact_tools=true",
 ]
 
 
@@ -47,6 +48,9 @@ def test_train_writes_a_peft_adapter_and_resumes_to_the_same_next_step(tmp_path:
     assert weights and all(".lora_A." in k or ".lora_B." in k for k in weights)
     loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), str(full / "adapter"))
     assert any(float(p.abs().sum()) > 0 for n, p in loaded.named_parameters() if "lora_B" in n)
+    # ...with how its conversations were rendered, in the final adapter and every checkpoint's (rollout/eval read it)
+    records = [full / "adapter", *sorted((full / "checkpoints").glob("iter-*/adapter"))]
+    assert len(records) >= 2 and all(json.loads((a / "trained_prompt.json").read_text()) == {"compact_tools": True} for a in records)
 
     lines = rows(full)
     assert [r["phase"] for r in lines] == ["warm_start"] * 10 + ["heldout"] + ["grpo"] * 3 + ["heldout"]
