@@ -36,7 +36,7 @@ def eval_command(
     target: Annotated[Optional[list[str]], typer.Option("--target", help="tau2-airline, tau2-retail and/or toolsandbox (repeat: the paper's τ² overall is over airline and retail; ToolSandbox is reported beside it).")] = None,
     env: Annotated[Optional[str], typer.Option("--env", help="Instead of --target: a registered env (NAME or trace/NAME-vN); the base and each adapter alone are evaluated on its held-out seeds, as `factory train` does.")] = None,
     heldout_seeds: Annotated[Optional[int], typer.Option("--heldout-seeds", min=1, help="With --env: how many held-out seeds (default: the adapter's training run's, else 16).")] = None,
-    compact_tools: Annotated[Optional[bool], typer.Option("--compact-tools/--schema-tools", help="With --env: tools as one signature line each, or as JSON schemas (default: the training run's, else schemas).")] = None,
+    compact_tools: Annotated[Optional[bool], typer.Option("--compact-tools/--schema-tools", help="Tools as one signature line each, or as JSON schemas, for every arm (default: each adapter as it was trained, from its trained_prompt.json or run.json; the base arm: schemas with --target, the adapter's run's with --env). With --target, a warning names each adapter shown another rendering than it was trained on.")] = None,
     first_seed: Annotated[Optional[int], typer.Option("--first-seed", min=0, help="With --env: the first held-out seed (default: the training run's, else 2000000; never a seed the run trained on).")] = None,
     adapters_dir: Annotated[Optional[Path], typer.Option("--adapters", help="Folder with one adapter per capability, named after it: a PEFT adapter folder, or a `factory train` run folder.")] = None,
     adapter: Annotated[Optional[list[str]], typer.Option("--adapter", help="One adapter as CAPABILITY=PATH (repeatable).")] = None,
@@ -96,8 +96,8 @@ def eval_command(
         return
     if not target:
         fail("name what to evaluate: --target tau2-airline (τ² / ToolSandbox tasks) or --env NAME (a registered env's held-out seeds)")
-    if heldout_seeds is not None or first_seed is not None or compact_tools is not None:
-        fail("--heldout-seeds, --first-seed and --compact-tools go with --env (a registered env's held-out seeds), not with --target")
+    if heldout_seeds is not None or first_seed is not None:
+        fail("--heldout-seeds and --first-seed go with --env (a registered env's held-out seeds), not with --target")
     wanted = [a.strip() for a in arms.split(",") if a.strip()]
     try:
         config = _config(locals(), wanted)
@@ -106,6 +106,7 @@ def eval_command(
     except FactoryError as exc:
         fail(" ".join(str(exc).split()))
     _preflight(config)
+    _warn_prompts(config)
     report = _run(config, fresh, as_json)
     if as_json:
         emit_json(report)
@@ -139,6 +140,18 @@ def _preflight(config: "EvalConfig") -> None:
         fail(problem)
 
 
+def _warn_prompts(config: "EvalConfig") -> None:
+    """One warning line per adapter that --compact-tools/--schema-tools shows another tool rendering than it was trained on."""
+    from router.loading import AdapterPrompts
+
+    try:
+        lines = AdapterPrompts.read(config.adapters, config.compact_tools).warnings()
+    except FactoryError as exc:
+        fail(" ".join(str(exc).split()))
+    for line in lines:
+        errors.print(f"[yellow]warning:[/] {safe(line)}", highlight=False, soft_wrap=True)
+
+
 def _config(args: dict[str, Any], wanted: list[str]) -> "EvalConfig":
     from factory.evaluate.schema import EvalConfig, EvalTarget
     from router.loading import adapters_given
@@ -152,7 +165,7 @@ def _config(args: dict[str, Any], wanted: list[str]) -> "EvalConfig":
         menu=str(args["menu"]) if args["menu"] else None,
         capabilities=str(args["capabilities"]) if args["capabilities"] else None,
         registry=str(args["registry"]) if args["registry"] else None, sandbox=args["sandbox"],
-        router=RouterConfig(debias="cyclic" if args["debias"] else "none", soft=args["soft"]),
+        router=RouterConfig(debias="cyclic" if args["debias"] else "none", soft=args["soft"]), compact_tools=args["compact_tools"],
         engine=args["engine"], base_url=args["base_url"], served_model=args["served_model"], load_adapters=args["load_adapters"],
         device=args["device"], dtype=args["dtype"], user=args["user"], judge=args["judge"], trials=args["trials"],
         max_steps=args["max_steps"], max_tokens=args["max_tokens"], temperature=args["temperature"], seed=args["seed"],

@@ -146,3 +146,27 @@ def test_bad_requests_get_one_line(args: list[str], message: str, tmp_path: Path
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_an_adapter_keeps_its_training_prompt_and_an_override_is_one_warning_line(tiny_path: Path, adapters_dir: Path, tmp_path: Path) -> None:
+    """An adapter recorded as trained on compact tools (trained_prompt.json): ``--schema-tools`` shows it JSON
+    schemas and says so in one warning line; without the flag nothing is said; a damaged record is one error line."""
+    import shutil
+
+    from env_registry.conversation import PROMPT_FILE, TrainedPrompt, write_trained_prompt
+
+    adapter = tmp_path / CAPABILITY
+    shutil.copytree(adapters_dir / CAPABILITY, adapter)
+    write_trained_prompt(adapter, TrainedPrompt(compact_tools=True))
+    common = ["eval", "--target", "tau2-airline", "--task-ids", "0", "--adapter", f"{CAPABILITY}={adapter}", "--arms", "adapters",
+              "--model", tiny_path, "--max-steps", "1", "--max-tokens", "4"]  # fmt: skip
+    overridden = invoke(*common, "--schema-tools", "--out", tmp_path / "overridden")
+    assert overridden.exit_code == 0, overridden.output
+    warnings = [line for line in overridden.output.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: adapter {CAPABILITY} is shown its tools as JSON schemas but was trained on compact signatures: "
+                        "it runs on a prompt it was not trained on"]
+    kept = invoke(*common, "--out", tmp_path / "kept")
+    assert kept.exit_code == 0 and "warning:" not in kept.output, kept.output
+    (adapter / PROMPT_FILE).write_text("{}")
+    damaged = invoke(*common, "--out", tmp_path / "damaged")
+    assert damaged.exit_code == 2 and PROMPT_FILE in damaged.output and len(damaged.output.strip().splitlines()) == 1, damaged.output
