@@ -63,8 +63,8 @@ class ValidationConfig(BaseModel):
     )
     determinism_seeds: int = Field(16, ge=1, le=1_000, description="seeds replayed in a second worker with another hash seed")
     determinism_sweep_seeds: int = Field(1024, ge=0, le=100_000, description="seeds whose generate() is compared between "
-                                         "two workers with different hash seeds (each stops after determinism_sweep_s)")
-    determinism_sweep_s: float = Field(0.5, gt=0, le=60, description="time each worker spends on the sweep at most")
+                                         "three workers with different hash seeds (each stops after determinism_sweep_s)")
+    determinism_sweep_s: float = Field(0.25, gt=0, le=60, description="time each worker spends on the sweep at most")
     world_seeds: int = Field(16, ge=0, le=1_000, description="seeds whose reference is replayed with the target kit's tools and whose state is checked against the world's invariants")
     truth_seeds: int = Field(32, ge=0, le=1_000, description="seeds whose truth is recomputed (derive_truth) after the reference's reads")
     paraphrase_seeds: int = Field(12, ge=0, le=1_000, description="seeds whose reference is played reworded and with reads reordered")

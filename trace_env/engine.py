@@ -18,7 +18,7 @@ import jsonschema
 
 from trace_env.errors import TraceEnvError
 from trace_env.actions import ParsedCall, parse_action
-from trace_env.sdk import EndEpisode, Episode, Reward, Scenario, TaskEnv, ToolError, ToolRecord, Turn
+from trace_env.sdk import EndEpisode, Episode, Reward, Scenario, TaskEnv, ToolError, ToolRecord, Turn, canonical_json
 
 MAX_TOOL_RESULT_CHARS = 20_000
 
@@ -77,6 +77,22 @@ def render_messages(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(parts)
 
 
+_VALIDATORS: dict[str, Any] = {}
+_VALIDATORS_KEPT = 512
+
+
+def _validator(parameters: Any) -> Any:
+    """A tool's argument validator, kept by the schema's text: an env is reset thousands of times with the same
+    schemas, and a jsonschema validator holds nothing between calls."""
+    key = canonical_json(parameters)
+    found = _VALIDATORS.get(key)
+    if found is None:
+        if len(_VALIDATORS) >= _VALIDATORS_KEPT:
+            _VALIDATORS.clear()
+        found = _VALIDATORS[key] = jsonschema.Draft202012Validator(parameters)
+    return found
+
+
 class EpisodeRunner:
     """Runs episodes of one env. Not thread-safe: one runner per concurrent episode."""
 
@@ -84,10 +100,8 @@ class EpisodeRunner:
         self.env = env
         self.capability = env.capability
         self.tool_schemas = env.tools()
-        self._validators = {
-            schema["function"]["name"]: jsonschema.Draft202012Validator(schema["function"].get("parameters", {}))
-            for schema in self.tool_schemas
-        }
+        self._validators = {schema["function"]["name"]: _validator(schema["function"].get("parameters", {}))
+                            for schema in self.tool_schemas}
         # Keys a tool accepts; None when its schema allows extra keys. Real target schemas seldom say
         # additionalProperties: false, but their functions reject unknown keyword arguments all the same.
         self._accepted: dict[str, set[str] | None] = {

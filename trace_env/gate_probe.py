@@ -64,6 +64,14 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:20]
 
 
+def episode_digests(messages: list[Any], graded: Any) -> tuple[str, str]:
+    """(messages digest, transcript digest) of an episode, the messages serialised once; the host computes
+    the same pair from what a fresh worker sends back (``factory.validation.checks.variety``)."""
+    text = canonical_json(messages)
+    transcript = hashlib.sha256((text + "\n" + canonical_json(graded)).encode()).hexdigest()[:20]
+    return hashlib.sha256(text.encode()).hexdigest()[:20], transcript
+
+
 def to_action(item: Any) -> Any:
     return Turn.from_json(item) if isinstance(item, dict) and isinstance(item.get("calls"), list) else item
 
@@ -141,9 +149,8 @@ def play(driver: Driver, seed: int, turns: list[Any], templates: bool = False, d
         "step_ms": step_ms,
         "observation_chars": observed,
         "state_digest": digest(episode.state) if digest_state else "",
-        "messages_digest": digest(episode.messages),
     }
-    result["transcript"] = digest([episode.messages, graded])
+    result["messages_digest"], result["transcript"] = episode_digests(episode.messages, graded)
     if templates:
         result["actions"] = played
     return result

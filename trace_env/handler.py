@@ -34,6 +34,7 @@ _SCENARIO_CACHE_CHARS = 32 * 2**20
 whole training run meets far more seeds than the gate's memory probe replays."""
 _scenarios: OrderedDict[int, str] = OrderedDict()
 _cached_chars = [0]
+_fingerprints: dict[int, tuple[str, str]] = {}  # seed -> (the cached text, its scenario's fingerprint)
 
 
 def _scenario(seed: int) -> Scenario:
@@ -48,7 +49,16 @@ def _scenario(seed: int) -> Scenario:
         _remember(seed, text)
     else:
         _scenarios.move_to_end(seed)
-    return Scenario(**json.loads(text))
+    scenario = Scenario(**json.loads(text))
+    # Every episode of a seed starts from this text: its hash is worked out once, and the episode's private
+    # copy of the state is the text parsed again (not a dump, a parse and a comparison of the state each time).
+    known = _fingerprints.get(seed)
+    if known is None or known[0] != text:
+        known = (text, scenario.fingerprint())
+        _fingerprints[seed] = known
+    object.__setattr__(scenario, "_known_fingerprint", known[1])
+    object.__setattr__(scenario, "_state_again", lambda: json.loads(text)["state"])
+    return scenario
 
 
 def _env() -> TaskEnv:
@@ -112,6 +122,7 @@ def load(params: dict[str, Any]) -> dict[str, Any]:
     _state["env"] = env
     _state["runner"] = None
     _scenarios.clear()
+    _fingerprints.clear()
     _cached_chars[0] = 0
     info = {
         "capability": env.capability,
@@ -166,10 +177,13 @@ def _remember(seed: int, scenario_json: str) -> None:
     _scenarios[seed] = scenario_json
     _cached_chars[0] += len(scenario_json)
     while len(_scenarios) > _SCENARIO_CACHE_SIZE or (_cached_chars[0] > _SCENARIO_CACHE_CHARS and len(_scenarios) > 1):
-        _cached_chars[0] -= len(_scenarios.popitem(last=False)[1])
+        gone, text = _scenarios.popitem(last=False)
+        _cached_chars[0] -= len(text)
+        _fingerprints.pop(gone, None)
 
 
 def _forget(seed: int) -> None:
+    _fingerprints.pop(seed, None)
     text = _scenarios.pop(seed, None)
     if text is not None:
         _cached_chars[0] -= len(text)

@@ -73,7 +73,11 @@ class Scenario:
             _truth_watch(self)
 
     def fingerprint(self) -> str:
-        """Content hash of the scenario, seed excluded: two seeds giving the same task hash equal."""
+        """Content hash of the scenario, seed excluded: two seeds giving the same task hash equal. (The handler
+        hands a scenario it parsed from its cache the hash of that text, worked out once per seed.)"""
+        known = self.__dict__.get("_known_fingerprint")
+        if known is not None:
+            return str(known)
         body = {"state": self.state, "user": self.user, "truth": self.truth, "meta": self.meta}
         return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
@@ -497,6 +501,9 @@ class TaskEnv:
         """A private copy of the scenario's state, so an episode never edits the scenario itself (a JSON round
         trip where the state is plain JSON, as it always is inside the sandbox: several times faster than
         ``deepcopy`` on big states)."""
+        parse_again = scenario.__dict__.get("_state_again")  # set by the handler: the cached JSON, parsed anew
+        if parse_again is not None:
+            return parse_again()
         try:
             text = json.dumps(scenario.state)
         except (TypeError, ValueError):
