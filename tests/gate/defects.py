@@ -225,6 +225,18 @@ DEFECTS: dict[str, Defect] = {
     ),
     "endless_episode": Defect("robustness", "max_steps far beyond the limit", base="tiny", counterexample=False,
                               patches=(("max_steps = 6", "max_steps = 10**6"),)),
+    "module_kept_alive_by_a_type_alias": Defect(  # survives the module re-executed per episode: see below
+        "robustness", "a module-level alias over the env's own class (Itinerary = List[Leg]) puts every episode's newly "
+        "executed module, with its 4.4 MB of seat maps, in typing's cache of subscripted generics: a training worker keeps "
+        "the last 128 (~560 MB, over the 512 MB budget)",
+        (("from env_registry import sdk", "from typing import List\n\nfrom env_registry import sdk"),
+         ("CONFIRMED = (", "#: an empty seat map (180 seats) for each of the 8 daily flights over a year, built when the module loads\n"
+          "SEAT_MAPS = [[0] * 180 for _ in range(366 * 8)]\n\n\n"
+          "class Leg(dict):\n    \"\"\"One leg of an itinerary: its seats are its flight's.\"\"\"\n\n"
+          "    def seats(self, day, flight):\n        return SEAT_MAPS[day * 8 + flight]\n\n\n"
+          "Itinerary = List[Leg]\n"
+          "CONFIRMED = (")),
+    ),
     "generate_raises_on_some_seeds": Defect(
         "robustness", "generate raises on one seed in thirteen", also=("solvability", "interface"),
         patches=((GENERATE, GENERATE + "        if seed % 13 == 6:\n            raise ValueError('no flights on that day')\n"),),
@@ -394,6 +406,15 @@ DEFECTS: dict[str, Defect] = {
         (("f\"It's {target}, {record['origin']} to {record['destination']}.\"]]},",
           "f\"It's {target}, {record['origin']} to {record['destination']}.\""
           " + (' The phone agent said it is eligible.' if allowed else '')]]},"),),
+        config={"necessity_seeds": 60, "diversity_seeds": 60},
+    ),
+    "tool_result_states_the_verdict": Defect(
+        "capability_necessity", "the reservation lookup adds a note for the agent saying what to do with the reservation "
+        "('agent_should': 'cancel' or 'refuse')",
+        (('        return state["reservations"][reservation_id]\n',
+          '        record = state["reservations"][reservation_id]\n'
+          '        allowed = record["cabin"] == "business" or record["insurance"] == "yes"\n'
+          '        return {**record, "agent_should": "cancel" if allowed else "refuse"}\n'),),
         config={"necessity_seeds": 60, "diversity_seeds": 60},
     ),
     # --- a contract for real envs ------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from env_registry.hosted import SandboxedEnv
 from factory.validation import gate as gate_module
 from factory.validation.gate import Gate, validate_source
 from fuzz import exploits
+from fuzz.policies import reference_mutants
 from sandbox import available_backends
 from schemas.validation import CheckResult, ValidationConfig, ValidationReport
 from tests.gate.defects import BASES, DEFECTS, EVALUATE_RETURN, VALID
@@ -125,13 +126,60 @@ def test_an_episode_the_gate_cuts_short_is_graded_as_training_grades_it() -> Non
     assert gate["reward"] == training["reward"] == 1.0
 
 
+#: The desk env whose reward ignores which reservation was cancelled on two seeds in three: there a corrupted
+#: reservation id keeps the reward, on the third it loses it: reward_sensitivity fails with passing seeds beside
+#: the failing ones, and must name a failing one.
+SOMETIMES_IGNORES_WHICH = (
+    ('        cancelled = episode.state["reservations"][rid]["status"] == "cancelled"',
+     "        sloppy = episode.scenario.seed % 3 != 0\n"
+     '        cancelled = episode.state["reservations"][rid]["status"] == "cancelled" or (\n'
+     '            sloppy and any(r["status"] == "cancelled" for r in episode.state["reservations"].values()))'),
+    ('        others = [r for key, r in episode.state["reservations"].items() if key != rid and r["status"] == "cancelled"]',
+     '        others = [] if sloppy else [r for key, r in episode.state["reservations"].items() if key != rid and r["status"] == "cancelled"]'),
+    ('        acted = episode.first_index("cancel_reservation", reservation_id=rid)',
+     '        acted = episode.first_index("cancel_reservation", **({} if sloppy else {"reservation_id": rid}))'),
+)
+
+
+def played_as_in_training(env: SandboxedEnv, seed: int, turns: list[Any]) -> float:
+    """The reward of ``turns`` on ``seed`` as training gets it: reset, one step a turn until the episode ends,
+    ``truncate`` if the agent stops first."""
+    env.call("reset", {"seed": seed})
+    for turn in turns:
+        out = env.call("step", {"action": turn})
+        if out["terminated"] or out["truncated"]:
+            return float(out["reward"])
+    return float(env.call("truncate", {})["reward"])
+
+
 def test_counterexamples_are_replayed_before_they_are_reported() -> None:
-    report = validate_source(DEFECTS["reward_ignores_which_reservation"].source(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
+    """The reward_sensitivity counterexample proves what it says. Replayed in a worker of its own, its actions
+    get the reward it reports, and on the seed it names no mutant of its kind falls below the reference by the
+    drop the check requires (the old gate could name a seed on which the reward fell, a passing seed)."""
+    source = BASES["desk"].read_text()
+    for old, new in SOMETIMES_IGNORES_WHICH:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    config = ValidationConfig(**FAST)
+    report = validate_source(source, Gate(config=config, backend=BACKEND))
     check = next(c for c in report.checks if c.name == "reward_sensitivity")
     example = check.counterexample
-    assert example is not None and example.reproduced is True and example.reward is not None
-    # the seed it names is one on which no mutant of that kind fell (the old gate named a seed that passed)
-    assert example.seed in [s for s in check.failing_seeds] or "corrupt" in example.detail or "drop" in example.detail
+    assert not check.passed and example is not None and example.reproduced is True and example.reward is not None, check
+    kind = example.detail.split(":")[0]
+    assert kind == "corrupt" and f"seed {example.seed}:" in check.message, (kind, check.message)
+    assert re.search(r"corrupt [1-9]\d*/\d+", check.figure), check.figure  # passing seeds exist to be named by mistake
+    writes = {"cancel_reservation"}
+    with SandboxedEnv(source, backend=BACKEND) as env:
+        turns = env.call("solution", {"seed": example.seed, "which": "reference"})
+        reference = played_as_in_training(env, example.seed, turns)
+        replayed = played_as_in_training(env, example.seed, example.actions)
+        mutants = [m for k, m in reference_mutants(turns, writes) if k == kind]  # as the check makes them
+        rewards = [env.call("episode", {"seed": example.seed, "turns": m, "templates": True, "with_messages": False})["reward"]
+                   for m in mutants]
+    count = sum(1 for turn in turns for call in turn["calls"] if call["name"] in writes)
+    need = min(config.sensitivity_min_drop, 0.5 / max(1, count))
+    assert replayed == example.reward
+    assert mutants and all(r > reference - need for r in [replayed, *rewards]), (example.seed, reference, replayed, rewards)
     exploit = validate_source(DEFECTS["work_destroyed_afterwards"].source(), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     found = next(c for c in exploit.checks if c.name == "exploit_search")
     assert not found.passed and found.counterexample.reproduced is True and found.counterexample.transcript

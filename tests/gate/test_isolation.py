@@ -159,6 +159,30 @@ def test_state_that_no_longer_survives_passes(name: str) -> None:
     assert report.passed, [(c.name, c.message[:200]) for c in report.failures()]
 
 
+#: One ordinary line that keeps every episode's module alive: typing caches each subscription of a generic (the
+#: last 128 of each) keyed on the env's freshly executed class, and the class holds its module.
+OWN_CLASS_ALIAS = (("import copy\n", "import copy\nfrom typing import List\n"),
+                   ("class CancellationEligibilityEnv", 'class Leg(dict):\n    """One leg of an itinerary."""\n\n'
+                    '    def route(self):\n        return self["origin"] + " to " + self["destination"]\n\n\n'
+                    "Itinerary = List[Leg]\n\n\nclass CancellationEligibilityEnv"))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known false rejection: the memory probe projects a "
+                   "bounded stdlib cache (typing's) as growth without bound; see tests/gate/defects.py "
+                   "module_kept_alive_by_a_type_alias")
+def test_a_type_alias_over_an_own_class_passes() -> None:
+    """``Itinerary = List[Leg]`` at module level keeps each episode's module (~10 kB here) in typing's cache, at
+    most 128 of them (~1 MB): harmless, but the probe sees ~10 kB an episode and projects it over 100,000
+    episodes (~0.9 GB, over the budget). The probe cannot tell a bounded cache from a leak in a few episodes;
+    the fix belongs where the module is executed (typing's caches cleared before each run, as kit containers
+    are put back). Then this passes (drop the xfail) and module_kept_alive_by_a_type_alias moves to
+    STATE_WITHOUT_EFFECT."""
+    report = validate_source(variant(OWN_CLASS_ALIAS), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
+    robustness = next(c for c in report.checks if c.name == "robustness")
+    assert robustness.passed, robustness.message
+    assert report.passed, [(c.name, c.message[:200]) for c in report.failures()]
+
+
 def test_scenario_cache_is_bounded_by_size() -> None:
     """Scenarios of 1 MB each over 100 new seeds, as a training worker meets them: the handler's cache keeps
     at most 32 MB of scenario text (before: 256 scenarios whatever their size, +100 MB here)."""

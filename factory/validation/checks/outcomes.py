@@ -14,7 +14,10 @@ from schemas.validation import CheckResult, Counterexample, SeedSurvey
 
 _WORD = re.compile(r"<#\d+>|[a-z0-9$%.'-]+")
 MASKED = "\x00masked:"  # marks a masked id or name among the phrases
-VERDICT = re.compile(r"eligible|ineligible|allowed|permitted|approved|denied|qualif\w*|entitled|verdict|decision")
+#: Words that state a decision rather than a fact it follows from: a verdict (eligible, denied...) or what the agent
+#: is to do about it (a tool result's "agent_should": "refuse", "we recommend...").
+VERDICT = re.compile(r"eligible|ineligible|allowed|permitted|approved|denied|deny|qualif\w*|entitled|verdict|decision"
+                     r"|refus\w*|reject\w*|recommend\w*")
 
 
 def _seeds_text(seeds: list[int], limit: int = 12) -> str:
@@ -141,17 +144,22 @@ def _leak(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[str, Counterexampl
                 if all((phrase in found) == (x == label) for found, x in zip(phrases, labels)):
                     example = next(m for m, found in zip(members, phrases) if phrase in found)
                     does = " then ".join(label) or "no state change"
+                    detail = f"first message: {example.first_message[:300]}"
                     if phrase.startswith(MASKED):
                         source, what = "a name or id the agent reads", f"the name or id {phrase[len(MASKED):]!r}"
                         fix = "a name or id must not encode the decision: draw names and ids independently of the truth"
-                    else:
-                        source = "the first message" if phrase in _phrases(example.masked_observation) else "a user reply or tool result"
-                        what, fix = f"the phrase {phrase!r}", "the agent must find this out with its tools, not read it in the request"
+                    elif phrase in _phrases(example.masked_observation):
+                        source, what = "the first message", f"the phrase {phrase!r}"
+                        fix = "the agent must find this out with its tools, not read it in the request"
+                    else:  # heard later: quote it, the first message is not where it is
+                        source, what = "a user reply or tool result", f"the phrase {phrase!r}"
+                        fix = "user replies and tool results may state facts, never the decision or what the agent is to do"
+                        at = max(0, example.heard.lower().find(phrase.split()[0]))
+                        detail = f"heard (ids and names masked): ...{example.heard[max(0, at - 150):at + 150]}..."
                     return (
                         f"{source} gives the decision away: on all {len(members)} seeds where the skipping agent acts "
                         f"alike, {what} appears exactly when the reference does {does!r} ({inside} seeds); {fix}",
-                        Counterexample(seed=example.seed, actions=example.reference.turns,  # type: ignore[union-attr]
-                                       detail=f"first message: {example.first_message[:300]}"),
+                        Counterexample(seed=example.seed, actions=example.reference.turns, detail=detail),  # type: ignore[union-attr]
                     )
     return "", None
 
