@@ -167,16 +167,11 @@ OWN_CLASS_ALIAS = (("import copy\n", "import copy\nfrom typing import List\n"),
                     "Itinerary = List[Leg]\n\n\nclass CancellationEligibilityEnv"))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known false rejection: the memory probe projects a "
-                   "bounded stdlib cache (typing's) as growth without bound; see tests/gate/defects.py "
-                   "module_kept_alive_by_a_type_alias")
 def test_a_type_alias_over_an_own_class_passes() -> None:
-    """``Itinerary = List[Leg]`` at module level keeps each episode's module (~10 kB here) in typing's cache, at
-    most 128 of them (~1 MB): harmless, but the probe sees ~10 kB an episode and projects it over 100,000
-    episodes (~0.9 GB, over the budget). The probe cannot tell a bounded cache from a leak in a few episodes;
-    the fix belongs where the module is executed (typing's caches cleared before each run, as kit containers
-    are put back). Then this passes (drop the xfail) and module_kept_alive_by_a_type_alias moves to
-    STATE_WITHOUT_EFFECT."""
+    """``Itinerary = List[Leg]`` at module level put each episode's module (~10 kB here) in typing's cache, at
+    most 128 of them (~1 MB): harmless, but the probe saw ~10 kB an episode and projected it over 100,000
+    episodes (~0.9 GB, over the budget), a false rejection. typing's and re's caches are now emptied before each
+    run of the env module (trace_env.shared_state), so nothing stays there (fails without the clearing)."""
     report = validate_source(variant(OWN_CLASS_ALIAS), Gate(config=ValidationConfig(**FAST), backend=BACKEND))
     robustness = next(c for c in report.checks if c.name == "robustness")
     assert robustness.passed, robustness.message
