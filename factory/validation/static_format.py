@@ -40,15 +40,18 @@ class Templates:
     choice_trusted: bool = True
 
 
-def prepare(tree: ast.Module, parent: dict[int, ast.AST]) -> Templates:
-    """Find the module-level names bound once to literal containers and used only to read them."""
+def prepare(tree: ast.Module, parent: dict[int, ast.AST], nodes: list[ast.AST] | None = None) -> Templates:
+    """Find the module-level names bound once to literal containers and used only to read them (``nodes``:
+    every node of ``tree``, when the caller has walked it already)."""
+    if nodes is None:
+        nodes = list(ast.walk(tree))
     bindings: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         for name in _bound_names(node):
             bindings[name] = bindings.get(name, 0) + 1
     found = Templates(choice_trusted="choice" not in bindings)
     candidates: dict[str, ast.expr] = {}
-    for stmt in ast.walk(tree):
+    for stmt in nodes:
         target = value = None
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             target, value = stmt.targets[0].id, stmt.value
@@ -56,12 +59,16 @@ def prepare(tree: ast.Module, parent: dict[int, ast.AST]) -> Templates:
             target, value = stmt.target.id, stmt.value
         if target is not None and value is not None and bindings.get(target) == 1:
             candidates[target] = value
+    loads: dict[str, list[ast.Name]] = {}  # every read of every name, found in one walk
+    if candidates:
+        for node in nodes:
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in candidates:
+                loads.setdefault(node.id, []).append(node)
     for name, value in candidates.items():
         if isinstance(value, (ast.Constant, ast.Tuple)):  # immutable: every use is a read
             found.containers[name] = value
             continue
-        uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
-        if all(_reads_only(use, parent, found.choice_trusted) for use in uses):
+        if all(_reads_only(use, parent, found.choice_trusted) for use in loads.get(name, [])):
             found.containers[name] = value
     return found
 

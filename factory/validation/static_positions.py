@@ -41,13 +41,15 @@ class Positions:
 
     # -- a first pass: which names are modules and which are class factories ------------------------------
     def prepare(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
+        nodes: list[ast.AST] = [tree]  # one walk of the tree, breadth first like ast.walk, noting each parent
+        for node in nodes:
             for child in ast.iter_child_nodes(node):
                 self.parent[id(child)] = node
-        classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+                nodes.append(child)
+        classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
         if isinstance(tree, ast.Module):
-            self.templates = static_format.prepare(tree, self.parent)
-        for node in ast.walk(tree):
+            self.templates = static_format.prepare(tree, self.parent, nodes)
+        for node in nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if module_allowed(alias.name) and (alias.asname or "." not in alias.name):
