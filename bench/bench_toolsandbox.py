@@ -3,15 +3,17 @@ evaluator, and the seconds each scenario takes.
 
     python bench/bench_toolsandbox.py [--concurrency 1] [--out /tmp/bench-toolsandbox]
 
-Needs Apple's ToolSandbox installed (README, "ToolSandbox"). Prints, per policy: scenarios run and skipped,
+Needs Apple's ToolSandbox installed (README, "ToolSandbox"). Prints, per policy: base scenarios found, run and skipped,
 mean similarity (95% bootstrap interval), perfect scenarios (95% Wilson interval), seconds per scenario
-(median of the episodes' own durations, and wall time over scenarios, worker start-up included), and the
-gold/empty time ratio measured in this one run (absolute seconds depend on the machine and its load).
+(median of the episodes' own durations, and wall time over scenarios, worker start-up included), the
+gold/empty time ratio measured in this one run, and the load average around it (absolute seconds depend on
+the machine and its load).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -31,6 +33,7 @@ def main() -> None:
     from factory.rollout.engine import Rollout, RolloutConfig
     from factory.rollout.store import RolloutStore
 
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
     per_scenario = {}
     for policy in ("scripted:gold", "scripted:empty"):
         out = args.out / policy.split(":")[1]
@@ -43,12 +46,13 @@ def main() -> None:
         median = statistics.median(float(t.metadata["duration_s"]) for t in episodes)
         per_scenario[policy] = median
         skipped = sum(summary.skipped.values())
-        print(f"{policy}: {summary.episodes} scenarios run, {skipped} skipped ({'; '.join(summary.skipped)}), {summary.errors} errors")
+        print(f"{policy}: {summary.episodes + skipped} base scenarios found, {summary.episodes} run, {skipped} skipped ({'; '.join(summary.skipped)}), {summary.errors} errors")
         print(f"  mean similarity {summary.mean_reward:.3f} {bootstrap_mean(rewards)}; perfect {summary.passed}/{summary.passed + summary.failed} "
               f"{wilson(summary.passed, summary.passed + summary.failed)}")
         print(f"  seconds per scenario: median episode {median:.3f} s; wall {wall / max(1, summary.episodes):.3f} s "
               f"({wall:.1f} s for {summary.episodes}, concurrency {args.concurrency}, worker start-up included)")
     print(f"gold / empty median episode time: {per_scenario['scripted:gold'] / per_scenario['scripted:empty']:.1f}x")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -3,14 +3,18 @@
 The gold and empty policies run on a handful of base scenarios through ``factory rollout``'s engine; then
 each scenario is played again by ToolSandbox's own ``Scenario.play_and_evaluate``, with ToolSandbox roles
 that behave as those policies do (the reference agent, or an agent that ends at once; the scripted user),
-and ToolSandbox's own evaluator must give the same similarity and the same perfect count. Also: agent
-input never reaches ToolSandbox's execution console except as JSON values of allowed tools.
+and ToolSandbox's own evaluator must give the same similarity and the same perfect count
+(``TOOLSANDBOX_REAL_ALL=1``: on every runnable base scenario instead of six). Also: the base scenarios are
+counted and the RapidAPI ones skipped as the README says, and agent input never reaches ToolSandbox's
+execution console except as JSON values of allowed tools.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,7 @@ SCENARIOS = [
     "search_message_with_recency_oldest",  # a milestone the reference cannot reach (search criteria left open)
     "turn_on_location_low_battery_mode_implicit",  # low battery mode blocks the radio
 ]
+ALL = os.environ.get("TOOLSANDBOX_REAL_ALL") == "1"  # every runnable base scenario (about 4 min per policy on 2 cores)
 
 
 def play_in_toolsandbox(name: str, policy: str, out: Path) -> float:
@@ -114,19 +119,43 @@ def test_similarity_and_perfect_count_equal_toolsandbox_own_evaluation(policy: s
     from factory.rollout.engine import Rollout, RolloutConfig
     from factory.rollout.store import RolloutStore
 
-    config = RolloutConfig(target="toolsandbox", policy=f"scripted:{policy}", out=tmp_path / "run", task_ids=SCENARIOS, concurrency=2)
+    config = RolloutConfig(target="toolsandbox", policy=f"scripted:{policy}", out=tmp_path / "run", task_ids=None if ALL else SCENARIOS, concurrency=2)
     summary = Rollout(config).run()
     ours = {t.task_id: t for t in RolloutStore.load(tmp_path / "run")}
-    theirs = {name: play_in_toolsandbox(name, policy, tmp_path / "toolsandbox") for name in SCENARIOS}
-    assert summary.errors == 0
-    for name in SCENARIOS:
+    names = sorted(ours) if ALL else SCENARIOS
+    theirs = {name: play_in_toolsandbox(name, policy, tmp_path / "toolsandbox") for name in names}
+    assert summary.errors == 0 and len(ours) == len(names)
+    for name in names:
         assert ours[name].reward == pytest.approx(theirs[name], abs=1e-6), name
     perfect = sum(value >= 1 - 1e-9 for value in theirs.values())
-    assert summary.passed == perfect and summary.mean_reward == pytest.approx(sum(theirs.values()) / len(SCENARIOS), abs=1e-4)
+    assert summary.passed == perfect and summary.mean_reward == pytest.approx(sum(theirs.values()) / len(names), abs=1e-4)
+    if ALL:
+        return
     if policy == "gold":  # the reference reaches every milestone but where a milestone leaves the call's arguments open
         assert perfect == len(SCENARIOS) - 1 and theirs["search_message_with_recency_oldest"] < 1
     else:
         assert perfect < len(SCENARIOS) and theirs["cellular_off"] == 0.0
+
+
+def test_base_scenarios_are_counted_and_only_the_rapid_api_ones_are_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from env_registry.targets import toolsandbox
+
+    monkeypatch.delenv("RAPID_API_KEY", raising=False)
+    monkeypatch.setattr(toolsandbox, "_LISTINGS", {})
+    found = toolsandbox.listing(None, False)
+    base = [t for t in found.tasks if not getattr(t, "augmented", False)]
+    runnable, skipped = toolsandbox.runnable_tasks(None)
+    assert len(found.tasks) == len(base) == 129  # the four base modules build no augmented scenario
+    assert not any(toolsandbox.AUGMENTED.search(t.id) for t in base)
+    assert skipped == {toolsandbox.skip_reason(found): 38} and len(found.needs_network) == 38
+    assert len(runnable) == 91 and not {t.id for t in runnable} & set(found.needs_network)
+    rapid = importlib.import_module("tool_sandbox.tools.rapid_api_search_tools")  # the tools that call RapidAPI
+    assert all(tools and all(callable(getattr(rapid, tool, None)) for tool in tools) for tools in found.needs_network.values())
+
+    monkeypatch.setenv("RAPID_API_KEY", "unused")  # a key makes them runnable: nothing is skipped then
+    monkeypatch.setattr(toolsandbox, "_LISTINGS", {})
+    runnable, skipped = toolsandbox.runnable_tasks(None)
+    assert len(runnable) == 129 and skipped == {}
 
 
 def test_agent_input_reaches_the_console_only_as_json_values_of_allowed_tools(tmp_path: Path) -> None:
