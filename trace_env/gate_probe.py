@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import os
 import time
 import tracemalloc
 from typing import Any, Callable, Protocol
@@ -33,11 +34,16 @@ SHOWN_TEXT = 200_000  # what the agent is shown, whole, for the hidden-threshold
 CPU_TICK_MS = 10.0
 
 
+_schedstat: dict[str, int] = {}  # the open /proc/self/schedstat of this process: {"pid": ..., "fd": ...}
+
+
 def _run_queue_ns() -> int | None:
-    """Nanoseconds this process has spent runnable but waiting for a CPU, or None without /proc."""
+    """Nanoseconds this process has spent runnable but waiting for a CPU, or None without /proc. The file is
+    opened once per process and read again at offset 0 (it is read twice per step timed)."""
     try:
-        with open("/proc/self/schedstat") as handle:
-            return int(handle.read().split()[1])
+        if _schedstat.get("pid") != os.getpid():  # first use, or a forked child: /proc/self named the parent
+            _schedstat.update(pid=os.getpid(), fd=os.open("/proc/self/schedstat", os.O_RDONLY | os.O_CLOEXEC))
+        return int(os.pread(_schedstat["fd"], 256, 0).split()[1])
     except (OSError, ValueError, IndexError):
         return None
 
