@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.errors import InputError, validation_message
+from schemas.errors import InputError
+from schemas.files import read_state, write_atomic
 
 TOOL_PROTOCOL = """# Tools
 You can call these functions. To call one, write a block like
@@ -201,7 +202,7 @@ class PromptRecordError(InputError):
 
 def write_trained_prompt(adapter_dir: str | Path, prompt: TrainedPrompt) -> Path:
     path = Path(adapter_dir) / PROMPT_FILE
-    path.write_text(prompt.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_atomic(path, prompt.model_dump_json(indent=2) + "\n")
     return path
 
 
@@ -212,12 +213,7 @@ def trained_prompt(adapter_dir: str | Path) -> TrainedPrompt | None:
     folder = Path(adapter_dir).expanduser()
     path = folder / PROMPT_FILE
     if path.is_file():
-        try:
-            return TrainedPrompt.model_validate_json(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PromptRecordError(f"{path}: unreadable ({exc}); {_REWRITE}") from None
-        except ValidationError as exc:
-            raise PromptRecordError(f"{path}: {validation_message(exc)}; {_REWRITE}") from None
+        return read_state(path, TrainedPrompt, _REWRITE, PromptRecordError)
     run = folder.parent / "run.json"
     if not run.is_file():
         return None

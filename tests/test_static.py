@@ -244,13 +244,20 @@ CLOSED_CASES = [(cause, words, snippet) for cause, (words, snippets) in ROOT_CAU
 
 @pytest.mark.parametrize(("cause", "words", "snippet"), CLOSED_CASES, ids=[f"{c}:{s[:40]}" for c, _, s in CLOSED_CASES])
 def test_every_root_cause_is_closed_whatever_the_spelling(cause: str, words: str, snippet: str) -> None:
+    refused_on_its_lines(CLOSED_HEADER, CLOSED_FIRST, cause, words, snippet)
+
+
+def refused_on_its_lines(header: str, first: int, cause: str, words: str, snippet: str) -> tuple[list, list]:
+    """``snippet`` after ``header`` is refused on its own lines (from ``first``) in words matching ``words``;
+    returns (those findings, all findings)."""
     import re
 
-    findings = check_source(CLOSED_HEADER + snippet + "\n")
-    last = CLOSED_FIRST + snippet.count("\n")
-    here = [f for f in findings if CLOSED_FIRST <= f.line <= last]
+    findings = check_source(header + snippet + "\n")
+    last = first + snippet.count("\n")
+    here = [f for f in findings if first <= f.line <= last]
     assert here, f"{cause}: {snippet!r} was not refused: {findings}"
     assert any(re.search(words, f.message) for f in here), (cause, snippet, here)
+    return here, findings
 
 
 CLOSED_ACCEPTED = CLOSED_HEADER + '''
@@ -584,13 +591,7 @@ def test_the_new_spellings_header_passes() -> None:
 
 @pytest.mark.parametrize(("cause", "words", "snippet"), NEW_CASES, ids=NEW_IDS)
 def test_new_spellings_of_each_root_cause_are_refused_on_their_lines(cause: str, words: str, snippet: str) -> None:
-    import re
-
-    findings = check_source(NEW_HEADER + snippet + "\n")
-    last = NEW_FIRST + snippet.count("\n")
-    here = [f for f in findings if NEW_FIRST <= f.line <= last]
-    assert here, f"{cause}: {snippet!r} was not refused: {findings}"
-    assert any(re.search(words, f.message) for f in here), (cause, snippet, here)
+    here, findings = refused_on_its_lines(NEW_HEADER, NEW_FIRST, cause, words, snippet)
     assert len(here) == len(findings), f"the header was refused: {findings}"
 
 
