@@ -99,6 +99,10 @@ class WarmStartSettings(_Section):
     first_seed: int = Field(1_000_000, ge=0, description="kept apart from the GRPO seeds")
     lr: float = Field(1e-3, gt=0)
     batch_size: int = Field(8, ge=1)
+    reference_share: float = Field(
+        1.0, ge=0, le=1, description="share of the episodes played by the reference solution; the rest are the env's "
+                                     "capability-skipping solution, so the warm start makes a base that uses the tools but "
+                                     "mostly lacks the capability, as TRACE's base agent does, and GRPO must teach it")
 
 
 class HeldoutSettings(_Section):

@@ -21,7 +21,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from pydantic import ValidationError
 
@@ -302,11 +302,12 @@ class EnvPool:
         return low + share * (high - low)
 
     # --- reference solutions (warm start, hints) ---------------------------------------------
-    def reference_episode(self, seed: int) -> dict[str, Any]:
-        """The env's reference solution played from ``seed``: messages, tools and reward (validated)."""
+    def reference_episode(self, seed: int, policy: Literal["reference", "skipping"] = "reference") -> dict[str, Any]:
+        """The env's reference solution (or its capability-skipping one) played from ``seed``: messages, tools
+        and reward (validated)."""
         for tries in range(self.max_replays + 1):
             try:
-                return self._reference_episode(seed)
+                return self._reference_episode(seed, policy)
             except (TrainError, ReplayMismatch):
                 raise
             except Exception as exc:  # the worker died: a fresh one plays it
@@ -315,7 +316,7 @@ class EnvPool:
                 self._retire(0)
         raise AssertionError("unreachable")
 
-    def _reference_episode(self, seed: int) -> dict[str, Any]:
+    def _reference_episode(self, seed: int, policy: str) -> dict[str, Any]:
         self.ensure(1)
         runner = self.envs[0].unwrapped.runner
         started = time.perf_counter()
@@ -323,13 +324,14 @@ class EnvPool:
             hosted = getattr(runner, "hosted", None)
             if hosted is not None:  # sandboxed: the worker plays it
                 self._note_range(hosted.info.get("reward_range"))
-                played = hosted.call("episode", {"seed": int(seed), "policy": "reference"})
+                played = hosted.call("episode", {"seed": int(seed), "policy": policy})
             else:  # TRACE_FACTORY_UNSAFE_INPROCESS=1: the engine is in this process
                 from trace_env.engine import run_episode
 
                 env = runner.env
                 self._note_range(getattr(env, "reward_range", None))
-                played = run_episode(env, int(seed), env.reference_solution(env.generate(int(seed))))
+                solve = env.reference_solution if policy == "reference" else env.capability_skipping_solution
+                played = run_episode(env, int(seed), solve(env.generate(int(seed))))
         finally:
             self.env_seconds += time.perf_counter() - started
         outcome = _checked(float(played.get("reward", 0.0)), True, False, {"messages": played.get("messages", [])})

@@ -149,19 +149,25 @@ class GRPORun:
     # --- warm start ---------------------------------------------------------------------------
     def warm_start(self) -> None:
         """Supervised steps on the env's reference solutions, so a policy that cannot yet write a tool
-        call gets rewards with variance. Only on a fresh run (a resumed adapter already has it)."""
+        call gets rewards with variance; with ``reference_share`` < 1 also on its capability-skipping ones.
+        Only on a fresh run (a resumed adapter already has it)."""
         w, acc = self.config.warm_start, self.accelerator
         if not w.steps or self.start > 0:
             return
-        seeds = [w.first_seed + j for j in range(w.seeds) if j % acc.num_processes == acc.process_index]
         items = []
-        for seed in seeds:
-            played = self.pool.reference_episode(seed)
-            if played["reward"] >= self.pool.success_at(self.config.rollout.success_reward):
+        for j in range(w.seeds):
+            if j % acc.num_processes != acc.process_index:
+                continue
+            # Evenly spread: seed j is the reference's when the running count of reference seeds steps up at j.
+            policy = "reference" if int((j + 1) * w.reference_share) > int(j * w.reference_share) else "skipping"
+            played = self.pool.reference_episode(w.first_seed + j, policy)
+            # the env's reward range is known once it has answered, so success is judged after each episode
+            if policy == "skipping" or played["reward"] >= self.pool.success_at(self.config.rollout.success_reward):
                 ids, mask, _ = self.chat.conversation_ids(played["messages"], played["tools"])
                 items.append(Item(ids, mask))
         if not self.update.reduce(len(items)):
-            raise TrainError(f"{self.env_id}: no reference solution reached reward {self.pool.success_at(self.config.rollout.success_reward):g}; "
+            raise TrainError(f"{self.env_id}: no reference solution reached reward "
+                             f"{self.pool.success_at(self.config.rollout.success_reward):g}; "
                              "the env cannot warm-start a policy (validate it with `factory validate`)")
         optimizer = torch.optim.AdamW(trainable_parameters(self.policy), lr=w.lr, betas=self.config.grpo.betas)
         supervised = PolicyUpdate(acc, self.module, acc.prepare(optimizer), self.config.grpo, self.chat.pad_id)
