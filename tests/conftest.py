@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
 # Before any test module imports env_registry (which registers stored envs on import), point the
-# registry at a private directory so tests never read or write the user's real registry.
-os.environ.setdefault("TRACE_FACTORY_REGISTRY", tempfile.mkdtemp(prefix="trace-registry-"))
+# registry at a private directory so tests never read or write the user's real registry; made only when
+# none is set (setdefault's argument would make one every time) and removed when the session ends.
+if "TRACE_FACTORY_REGISTRY" not in os.environ:
+    os.environ["TRACE_FACTORY_REGISTRY"] = tempfile.mkdtemp(prefix="trace-registry-")
+    atexit.register(shutil.rmtree, os.environ["TRACE_FACTORY_REGISTRY"], True)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_TARGETS = REPO_ROOT.parent / "shared" / "targets"
