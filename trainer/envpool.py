@@ -46,6 +46,10 @@ class EnvReply:
         return getattr(self.info, name)
 
 
+_SOLUTION = {"reference": "reference", "skipping": "capability-skipping"}
+"""How an error names the env's solution that was played."""
+
+
 class ReplayMismatch(Exception):
     """A replacement worker did not reproduce an episode's scenario: the episode cannot be replayed."""
 
@@ -312,7 +316,7 @@ class EnvPool:
                 raise
             except Exception as exc:  # the worker died: a fresh one plays it
                 if tries == self.max_replays:
-                    raise TrainError(f"{self.env_id}: reference episode for seed {seed}: {_describe(exc)}") from None
+                    raise TrainError(f"{self.env_id}: {_SOLUTION[policy]} episode for seed {seed}: {_describe(exc)}") from None
                 self._retire(0)
         raise AssertionError("unreachable")
 
@@ -336,7 +340,7 @@ class EnvPool:
             self.env_seconds += time.perf_counter() - started
         outcome = _checked(float(played.get("reward", 0.0)), True, False, {"messages": played.get("messages", [])})
         if outcome.reply is None:
-            raise TrainError(f"{self.env_id}: reference episode for seed {seed}: {outcome.error}")
+            raise TrainError(f"{self.env_id}: {_SOLUTION[policy]} episode for seed {seed}: {outcome.error}")
         return {"messages": outcome.reply.messages, "reward": outcome.reply.reward, "tools": list(runner.tool_schemas)}
 
     def close(self) -> None:

@@ -50,3 +50,26 @@ def test_a_share_outside_zero_to_one_is_refused_in_one_line() -> None:
     with pytest.raises((TrainError, ValueError)) as caught:
         load_config(None, ["warm_start.reference_share=1.5"])
     assert "reference_share" in str(caught.value) and "\n" not in str(caught.value).strip()
+
+
+def test_a_skipping_solution_that_fails_is_named_in_one_line(tmp_path, trainer_registry, tiny_model) -> None:
+    from tests.conftest import TEST_ENVS
+    from tests.trainer.conftest import register_env_file
+    from trainer.envpool import EnvPool
+    from trainer.errors import TrainError
+
+    source = (TEST_ENVS / "wifi_on.py").read_text()
+    broken = source.replace('return [sdk.say("Your wifi is on now.")]', 'raise RuntimeError("no skipping turns here")')
+    assert broken != source
+    (tmp_path / "wifi_broken_skip.py").write_text(broken.replace('capability = "wifi_on"', 'capability = "wifi_broken_skip"'))
+    env_id = register_env_file(trainer_registry, tmp_path / "wifi_broken_skip.py", validate=False)
+    pool = EnvPool(env_id, sandbox="bwrap")
+    try:
+        assert pool.reference_episode(1, "reference")["reward"] > 0  # the reference still plays
+        with pytest.raises(TrainError) as caught:
+            pool.reference_episode(1, "skipping")
+    finally:
+        pool.close()
+    message = str(caught.value)
+    assert "capability-skipping episode for seed 1" in message and "no skipping turns here" in message
+    assert "\n" not in message
