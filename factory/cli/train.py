@@ -236,7 +236,9 @@ def _report(results: list[dict[str, Any]], as_json: bool) -> None:
         elif result.get("stopped"):
             errors.print(f"[yellow]stopped:[/] {safe(result['error'])}", highlight=False, soft_wrap=True)
         else:
-            errors.print(f"[bold red]failed:[/] {safe(result['env_id'])}: {safe(result['error'])}", highlight=False, soft_wrap=True)
+            error = str(result["error"])  # trainer errors already start with the env id; not said twice
+            named = error if error.startswith(f"{result['env_id']}:") else f"{result['env_id']}: {error}"
+            errors.print(f"[bold red]failed:[/] {safe(named)}", highlight=False, soft_wrap=True)
 
 
 def _collect(env_ids: list[str], settings: Any, base_url: str, path: Path, as_json: bool) -> None:

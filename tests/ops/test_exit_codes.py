@@ -329,6 +329,9 @@ def test_every_command_keeps_the_exit_code_contract(scene: Scene, command: str, 
     if kind == "failed" and command != "sandbox exec":
         said = (ran.stdout + ran.stderr).lower()
         assert "error" in said or "fail" in said or "not registered" in said or "no isolating backend" in said, said[-800:]
+    if (command, kind) == ("train", "failed"):  # the failure line names the env once, however the error was worded
+        [failed] = [line for line in ran.lines if line.startswith("failed:")]
+        assert failed.count("never_solved-v0") == 1, failed
     if (command, kind) == ("run", "ok"):
         assert "factory run:" in ran.stdout and "rollouts" in ran.stdout  # it ends with the summary table
     if kind == "stopped":  # one line on stderr says so, whatever the command
