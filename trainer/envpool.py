@@ -103,6 +103,8 @@ class EnvPool:
     sandbox: str | None = None
     make: Callable[..., Any] | None = None
     workers: int | None = None
+    max_steps: int | None = None
+    """The episodes' turn limit (``gym.make(id, max_steps=N)``); None: the env's own."""
     limits: SandboxLimits | None = None
     """None: every env worker's limits (the gate's too), ``env_registry.hosted.WORKER_LIMITS``."""
     rpc_timeout_s: float = 300.0
@@ -131,12 +133,13 @@ class EnvPool:
         import gymnasium as gym
 
         if self.make is not None:
-            return self.make(self.env_id, disable_env_checker=True, **({"sandbox": self.sandbox} if self.sandbox else {}))
+            extra = {**({"sandbox": self.sandbox} if self.sandbox else {}), **({"max_steps": self.max_steps} if self.max_steps else {})}
+            return self.make(self.env_id, disable_env_checker=True, **extra)
         try:
             spec = gym.spec(self.env_id)
         except gym.error.Error as exc:
             raise TrainError(f"{self.env_id}: {exc}; list registered envs with `factory envs list`") from None
-        kwargs: dict[str, Any] = {"disable_env_checker": True}
+        kwargs: dict[str, Any] = {"disable_env_checker": True, **({"max_steps": self.max_steps} if self.max_steps else {})}
         from env_registry.execution import UNSAFE_ENV_VAR
 
         if os.environ.get(UNSAFE_ENV_VAR) != "1" and "capability" in (spec.kwargs or {}):
@@ -304,6 +307,33 @@ class EnvPool:
         ``[-1, 1]`` env succeeds at 0.98 for ``share`` 0.99, not at 0.99 of a ``[0, 1]`` scale)."""
         low, high = self.reward_range
         return low + share * (high - low)
+
+    # --- scenario variants (trainer.seeds) ----------------------------------------------------
+    def scenario_variant(self, seed: int) -> str | None:
+        """The ``meta["variant"]`` of the scenario ``seed`` generates (None when the env names none); only a short
+        name comes back across the wall. A worker that dies is replaced and asked again."""
+        for tries in range(self.max_replays + 1):
+            try:
+                self.ensure(1)
+                runner = self.envs[0].unwrapped.runner
+                started = time.perf_counter()
+                try:
+                    hosted = getattr(runner, "hosted", None)
+                    if hosted is not None:
+                        meta = (hosted.call("generate", {"seed": int(seed)}) or {}).get("meta")
+                    else:  # TRACE_FACTORY_UNSAFE_INPROCESS=1
+                        meta = runner.env.generate(int(seed)).meta
+                finally:
+                    self.env_seconds += time.perf_counter() - started
+                variant = meta.get("variant") if isinstance(meta, dict) else None
+                return variant if isinstance(variant, str) and 0 < len(variant) <= 200 else None
+            except TrainError:
+                raise
+            except Exception as exc:  # the worker died or the env raised: a fresh one is asked
+                if tries == self.max_replays:
+                    raise TrainError(f"{self.env_id}: generating seed {seed} to read its variant: {_describe(exc)}") from None
+                self._retire(0)
+        raise AssertionError("unreachable")
 
     # --- reference solutions (warm start, hints) ---------------------------------------------
     def reference_episode(self, seed: int, policy: Literal["reference", "skipping"] = "reference") -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Host side: the policy on seeds it never trained on - the measure a learning claim is judged by.
 
-Held-out seeds (``heldout.first_seed`` on, apart from the GRPO and warm-start seeds; the config refuses an
+Held-out seeds (``heldout.first_seed`` on, or the first of a listed variant from there (``trainer.seeds``); apart from the GRPO and warm-start seeds; the config refuses an
 overlap) are rolled out with the trainer's own batched engine and token layout, greedily by default, every
 ``heldout.every`` iterations, before the first and after the last. Each evaluation reports the mean reward
 over the episodes with a valid reward, a 95% bootstrap interval over seeds, the success rate and how many
@@ -24,6 +24,7 @@ from trainer.chat import ChatFormat
 from trainer.config import HeldoutSettings, RolloutSettings
 from trainer.envpool import EnvPool
 from trainer.rollout import Rollout, collect_groups
+from trainer.seeds import window
 
 EVAL_SEED = 20_240_229
 """Seeds sampling when the evaluation has a temperature; the training RNG is restored afterwards."""
@@ -43,6 +44,8 @@ class HeldoutResult(BaseModel):
     rewards: dict[int, list[float]] = {}
     generated: dict[int, list[int]] = {}
     """Tokens the policy generated per episode, by seed: two models that score alike still differ here."""
+    seeds: list[int] = []
+    """The seeds evaluated (with ``variants``, not consecutive)."""
     components: dict[str, float] = {}
     """Mean of each reward component (and gate) over the valid episodes: which part of the task failed."""
     turns: float | None = None
@@ -130,6 +133,8 @@ def evaluate_adapter(env_id: str, config: Any, adapter_dir: str | None) -> Heldo
     policy.eval()
     chat = ChatFormat(tokenizer, config.rollout.compact_tools)
     engine = TransformersEngine(policy, chat, config.heldout.temperature, config.rollout.max_new_tokens)
-    with EnvPool(env_id, sandbox=config.sandbox, workers=config.rollout.env_workers) as pool:
-        result, _ = evaluate(engine, chat, pool, config.heldout, config.rollout)
+    with EnvPool(env_id, sandbox=config.sandbox, workers=config.rollout.env_workers, max_steps=config.rollout.max_steps) as pool:
+        seeds = window(config, "heldout", config.heldout.seeds, pool)  # the run's own, by variant too
+        result, _ = evaluate(engine, chat, pool, config.heldout, config.rollout, seeds)
+    result.seeds = seeds
     return result

@@ -31,7 +31,6 @@ from trainer.envpool import EnvPool
 from trainer.errors import TrainError
 from trainer.logprobs import TokenLogProbs
 from trainer.heldout import evaluate as evaluate_heldout
-from trainer.heldout import heldout_seeds
 from trainer.model import attach_adapter, load_base, mode, trainable_parameters
 from trainer.report import (
     CURVE_FILE,
@@ -44,6 +43,7 @@ from trainer.report import (
     write_json,
 )
 from trainer.rollout import Rollout, collect_groups, hint_from_reference
+from trainer.seeds import window
 from trainer.stop import CheckpointClock, StopSignal, TrainingStopped, is_abandon
 from trainer.update import Item, PolicyUpdate, StepStats, build_items
 
@@ -118,7 +118,8 @@ class GRPORun:
         from trainer.engines import TransformersEngine
 
         self.eval_engine = TransformersEngine(self.policy, self.chat, c.heldout.temperature, c.rollout.max_new_tokens)
-        self.pool = EnvPool(self.env_id, sandbox=c.sandbox, workers=c.rollout.env_workers)
+        self.pool = EnvPool(self.env_id, sandbox=c.sandbox, workers=c.rollout.env_workers, max_steps=c.rollout.max_steps)
+        self.seeds: dict[str, list[int]] = {}  # each window's seeds, chosen once (trainer.seeds)
         self.order = torch.Generator().manual_seed(c.seed)
         if found is not None:
             state = ckpt.restore(found, self.optimizer, acc)
@@ -146,6 +147,12 @@ class GRPORun:
 
         return TransformersEngine(self.policy, self.chat, r.temperature, r.max_new_tokens)
 
+    def window(self, name: str, count: int) -> list[int]:
+        """A seed window (``trainer.seeds``), chosen once per run: by variant it costs one generate per candidate."""
+        if name not in self.seeds:
+            self.seeds[name] = window(self.config, name, count, self.pool)
+        return self.seeds[name]
+
     # --- warm start ---------------------------------------------------------------------------
     def warm_start(self) -> None:
         """Supervised steps on the env's reference solutions, so a policy that cannot yet write a tool
@@ -155,12 +162,12 @@ class GRPORun:
         if not w.steps or self.start > 0:
             return
         items = []
-        for j in range(w.seeds):
+        for j, seed in enumerate(self.window("warm_start", w.seeds)):
             if j % acc.num_processes != acc.process_index:
                 continue
             # Evenly spread: seed j is the reference's when the running count of reference seeds steps up at j.
             policy = "reference" if int((j + 1) * w.reference_share) > int(j * w.reference_share) else "skipping"
-            played = self.pool.reference_episode(w.first_seed + j, policy)
+            played = self.pool.reference_episode(seed, policy)
             # the env's reward range is known once it has answered, so success is judged after each episode
             if policy == "skipping" or played["reward"] >= self.pool.success_at(self.config.rollout.success_reward):
                 ids, mask, _ = self.chat.conversation_ids(played["messages"], played["tools"])
@@ -196,7 +203,7 @@ class GRPORun:
     def iteration(self, i: int) -> IterationMetrics:
         c, acc = self.config, self.accelerator
         started = time.perf_counter()
-        all_seeds = [c.first_env_seed + i * c.grpo.groups + g for g in range(c.grpo.groups)]
+        all_seeds = self.window("grpo", c.grpo.iterations * c.grpo.groups)[i * c.grpo.groups:(i + 1) * c.grpo.groups]
         seeds = all_seeds[acc.process_index:: acc.num_processes]
         hints = None
         if c.rollout.hint.share > 0:
@@ -236,7 +243,7 @@ class GRPORun:
         c, acc = self.config, self.accelerator
         if not c.heldout.seeds:
             return None
-        seeds = heldout_seeds(c.heldout)[acc.process_index:: acc.num_processes]
+        seeds = self.window("heldout", c.heldout.seeds)[acc.process_index:: acc.num_processes]
         with mode(self.policy, False):
             result, rollouts = evaluate_heldout(self.eval_engine, self.chat, self.pool, c.heldout, c.rollout, seeds)
         if acc.num_processes > 1:

@@ -127,7 +127,7 @@ def run_heldout(env_id: str, config: Any, adapters: dict[str, str], arms: list[s
             arm.delta = arm.mean - base
     out.mkdir(parents=True, exist_ok=True)
     report = HeldoutReport(
-        env_id=env_id, model=str(config.model), gguf_file=config.gguf_file, seeds=heldout_seeds(config.heldout),
+        env_id=env_id, model=str(config.model), gguf_file=config.gguf_file, seeds=next((a.seeds for a in results if a.seeds), heldout_seeds(config.heldout)),
         samples=config.heldout.samples, temperature=config.heldout.temperature, compact_tools=config.rollout.compact_tools,
         max_new_tokens=config.rollout.max_new_tokens, settings_from=settings_from, arms=results, out=str(out),
     )
