@@ -38,6 +38,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -111,6 +112,7 @@ def main() -> None:
         sys.exit(f"{out} holds an earlier run; remove it or pass another --out")
     registry = Path(tempfile.mkdtemp(prefix="bench-learning-registry-"))
     atexit.register(shutil.rmtree, registry, True)  # the registered env is the run's own; nothing left in /tmp
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so atexit runs (training installs its own stop)
     os.environ["TRACE_FACTORY_REGISTRY"] = str(registry)
     env_id = register(args.capability, registry)
     settings = [

@@ -53,6 +53,10 @@ class GRPOSettings(_Section):
     advantage_eps: float = Field(1e-4, gt=0, description="epsilon in (r - mean) / (std + epsilon)")
     zero_variance_tol: float = Field(1e-6, ge=0, description="a group whose reward std is at most this is dropped")
     kl_coef: float = Field(0.0, ge=0, description="beta of a KL penalty to the frozen base (adapter disabled); 0 = off")
+    loss_type: Literal["grpo", "dapo"] = Field(
+        "grpo", description="how token losses add up, as TRL's loss_type: 'grpo' averages each trajectory's tokens, then "
+                            "trajectories (a short episode's tokens weigh more); 'dapo' averages over every trained token "
+                            "of the step, so tokens that success and failure share cancel whatever the episodes' lengths")
     max_grad_norm: float | None = Field(1.0, gt=0)
     steps_per_iteration: int = Field(1, ge=1, description="optimizer steps per batch of rollouts (mini-batches)")
     epochs: int = Field(1, ge=1, description="passes over each batch of rollouts")

@@ -3,7 +3,9 @@
 * advantages: within a group of K rollouts from one seed, ``(r - mean) / (std + eps)``; a group whose
   rewards are all equal carries no signal and is dropped (and counted);
 * the surrogate: per token, ``-min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A)``;
-* aggregation: the token losses of a trajectory are averaged, then trajectories are averaged over the batch;
+* aggregation (``loss_type``): ``grpo`` averages a trajectory's token losses, then trajectories over the
+  batch; ``dapo`` sums them (the caller divides by the step's trained tokens, as TRL's ``dapo``), so every
+  token weighs the same however long its episode;
 * optional KL to the frozen base: the k3 estimator ``exp(ref - logp) - (ref - logp) - 1`` per token.
 """
 
@@ -47,9 +49,14 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(delta) - delta - 1.0
 
 
+def per_trajectory_sum(values: torch.Tensor, owner: torch.Tensor, n_trajectories: int) -> torch.Tensor:
+    """Sum of ``values`` over the tokens of each trajectory (``owner`` gives each token's trajectory)."""
+    return torch.zeros(n_trajectories, dtype=values.dtype, device=values.device).index_add(0, owner, values)
+
+
 def per_trajectory_mean(values: torch.Tensor, owner: torch.Tensor, n_trajectories: int) -> torch.Tensor:
     """Mean of ``values`` over the tokens of each trajectory (``owner`` gives each token's trajectory)."""
-    sums = torch.zeros(n_trajectories, dtype=values.dtype, device=values.device).index_add(0, owner, values)
+    sums = per_trajectory_sum(values, owner, n_trajectories)
     counts = torch.zeros(n_trajectories, dtype=values.dtype, device=values.device).index_add(
         0, owner, torch.ones_like(values)
     )
@@ -77,6 +84,7 @@ def grpo_loss(
     kl_coef: float = 0.0,
     ref_logp: torch.Tensor | None = None,
     weights: torch.Tensor | None = None,
+    token_sum: bool = False,
 ) -> LossParts:
     """The objective for a batch of trajectories.
 
@@ -91,7 +99,7 @@ def grpo_loss(
         kl = kl_k3(logp, ref_logp)
         token_loss = token_loss + kl_coef * kl
         kl_sum = float(per_trajectory_mean(kl.detach(), owner, n).sum())
-    trajectory = per_trajectory_mean(token_loss, owner, n)
+    trajectory = (per_trajectory_sum if token_sum else per_trajectory_mean)(token_loss, owner, n)
     loss = trajectory.mean() if weights is None else (trajectory * weights).sum()
     return LossParts(
         loss=loss,

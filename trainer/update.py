@@ -178,12 +178,16 @@ class PolicyUpdate:
             out.extend(logp[batch["rows"] == row].detach() for row in range(len(chunk)))
         return out
 
-    def _optimizer_step(self, items: list[Item], filler: Item, loss_fn: LossFn, stats: StepStats) -> None:
-        """One optimizer step over ``items`` (this rank's share of a batch shared by all ranks)."""
+    def _optimizer_step(self, items: list[Item], filler: Item, loss_fn: LossFn, stats: StepStats, per_token: bool = False) -> None:
+        """One optimizer step over ``items`` (this rank's share of a batch shared by all ranks). The per-trajectory
+        losses are averaged over the step's trajectories, or with ``per_token`` (their token sums) over its trained
+        tokens, on all ranks together (DDP averages gradients, hence the number of processes)."""
         total = self.reduce(len(items))
         if total == 0:
             return
-        scale = self.accelerator.num_processes / total
+        if per_token:
+            total = self.reduce(sum(sum(1 for m in item.mask if m) for item in items))
+        scale = self.accelerator.num_processes / max(total, 1)
         size = self.settings.micro_batch_size
         batches = [(items[i: i + size], 1.0) for i in range(0, len(items), size)]
         most = int(self.reduce(len(batches), "max"))
@@ -225,7 +229,8 @@ class PolicyUpdate:
             old = torch.cat([c.old_logp for c in chunk]) if all(c.old_logp is not None for c in chunk) else logp.detach()  # type: ignore[misc]
             ref = torch.cat([c.ref_logp for c in chunk]) if s.kl_coef > 0 and all(c.ref_logp is not None for c in chunk) else None  # type: ignore[misc]
             advantages = torch.tensor([c.advantage for c in chunk], device=logp.device, dtype=logp.dtype)
-            parts = grpo_loss(logp, old, batch["rows"], advantages, s.epsilon, s.clip_high, s.kl_coef, ref)
+            parts = grpo_loss(logp, old, batch["rows"], advantages, s.epsilon, s.clip_high, s.kl_coef, ref,
+                              token_sum=s.loss_type == "dapo")
             return parts.trajectory_losses, {
                 "tokens": parts.tokens, "clipped": parts.clipped_tokens, "kl": parts.kl_sum,
                 "logprob_sum": float(logp.detach().sum()),
@@ -238,7 +243,8 @@ class PolicyUpdate:
             shuffled = [items[i] for i in order]
             per_step = -(-len(shuffled) // s.steps_per_iteration)
             for step in range(s.steps_per_iteration):
-                self._optimizer_step(shuffled[step * per_step: (step + 1) * per_step], filler, loss_fn, stats)
+                self._optimizer_step(shuffled[step * per_step: (step + 1) * per_step], filler, loss_fn, stats,
+                                     per_token=s.loss_type == "dapo")
         return stats
 
     def supervised(self, items: list[Item], filler: Item) -> StepStats:

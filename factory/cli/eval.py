@@ -72,7 +72,7 @@ def eval_command(
 
     Every arm is a `factory rollout` run with the same tasks, user and seeds: its trajectories are kept under --out/arms/ARM/TARGET for `factory analyze`. One base model serves every arm; adapters are switched with PEFT, and the routed arm asks the router (frozen base model, adapters disabled) per task. Reports τ² pass rate per domain and overall (solved over the union of the domains' tasks, as in the paper) and, with --target toolsandbox (Apple's ToolSandbox installed), ToolSandbox's mean similarity and perfect scenarios with 95% intervals: a table, a PNG bar chart and results.json.
 
-    With --env instead of --target: the base model and each adapter alone on the env's held-out seeds (seeds `factory train` never trains on), with the trainer's renderer and engine, greedy by default; an adapter from a `factory train` run is evaluated with that run's settings (run.json: base model, compact tools, tokens per turn, held-out seeds). Reports the mean reward with a 95% interval, success rate and episode count per arm: a table, heldout.png and results.json.
+    With --env instead of --target: the base model and each adapter alone on the env's held-out seeds (seeds `factory train` never trains on), with the trainer's renderer and engine, greedy by default; an adapter from a `factory train` run is evaluated with that run's settings (run.json: base model, compact tools, tokens per turn, turn limit, held-out seeds and scenario variants). Reports the mean reward with a 95% interval, success rate and episode count per arm: a table, heldout.png and results.json.
 
     Examples:
 

@@ -3,7 +3,7 @@
 The same evaluation ``factory train`` reports during a run (``trainer.heldout``): the trainer's renderer,
 batched engine and token layout, seeds the run never trained on, the env's own reward, a 95% bootstrap
 interval over seeds. When an adapter is a ``factory train`` run folder, that run's settings (base model,
-GGUF file, compact tools, tokens per turn, held-out seeds) are taken from its ``run.json``, so the adapter
+GGUF file, compact tools, tokens per turn, turn limit, held-out seeds and ``variants``) are taken from its ``run.json``, so the adapter
 is judged on the prompt it was trained on and the seeds its run held out; the command's flags override them.
 Generated env code runs only in the sandbox (``trainer.envpool``), never here.
 """

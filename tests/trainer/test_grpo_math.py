@@ -86,3 +86,25 @@ def test_kl_term_by_hand() -> None:
 def test_per_trajectory_mean_ignores_empty_trajectories() -> None:
     values = torch.tensor([1.0, 3.0, 5.0])
     assert per_trajectory_mean(values, torch.tensor([0, 0, 2]), 3).tolist() == [2.0, 0.0, 5.0]
+
+
+def test_dapo_cancels_tokens_that_success_and_failure_share_whatever_their_lengths() -> None:
+    """A success and a failure (advantages +1, -1) start with the same token (one parameter). Under ``grpo`` a
+    token weighs 1 / its trajectory's length, so that token is pushed up when the success is the shorter (3
+    tokens against 9) and down when the failure is: with long successful episodes and short failures, GRPO's
+    mean pushes down the first step they share. Summed per token (``dapo``) it is left alone either way: the
+    group's advantages sum to zero."""
+    for success_len, failure_len in ((3, 9), (9, 3)):
+        for token_sum, expect_zero in ((False, False), (True, True)):
+            shared = torch.zeros((), requires_grad=True)
+            tails = [torch.zeros(n - 1) for n in (success_len, failure_len)]
+            logp = torch.cat([shared.view(1), tails[0], shared.view(1), tails[1]])
+            owner = torch.tensor([0] * success_len + [1] * failure_len)
+            parts = grpo_loss(logp, logp.detach(), owner, torch.tensor([1.0, -1.0]), 0.2, 0.2, token_sum=token_sum)
+            parts.loss.backward()
+            if expect_zero:
+                assert shared.grad == pytest.approx(0.0, abs=1e-7)
+            else:
+                push = -float(shared.grad)  # > 0: the shared token's probability goes up
+                assert push == pytest.approx((1 / success_len - 1 / failure_len) / 2, rel=1e-5)
+                assert (push > 0) == (success_len < failure_len)

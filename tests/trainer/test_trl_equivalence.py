@@ -4,7 +4,8 @@ One group of K = 4 multi-turn trajectories from one prompt (so no prompt padding
 inside the completion (TRL's ``tool_mask``), an asymmetric clip range, old log-probs away from the current
 ones (so some ratios are clipped), with and without the KL term. Our side is the real update path
 (``PolicyUpdate.grpo`` over ``TokenLogProbs``, two micro-batches); TRL's is ``GRPOTrainer._compute_loss``
-with ``loss_type="grpo"``, ``importance_sampling_level="token"``, the same temperature, epsilon and beta, and
+with ``loss_type="grpo"`` or ``"dapo"`` (token losses averaged per trajectory, or over the batch's trained
+tokens), ``importance_sampling_level="token"``, the same temperature, epsilon and beta, and
 ``use_bias_correction_kl=False`` (TRL 1.16 multiplies the KL term by the importance ratio by default; our KL
 is the plain k3 estimator of DeepSeekMath, which is TRL's with that switch off).
 """
@@ -48,8 +49,9 @@ def grads(model) -> dict[str, torch.Tensor]:
     return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.requires_grad and p.grad is not None}
 
 
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
 @pytest.mark.parametrize("beta", [0.0, 0.05])
-def test_loss_and_gradients_equal_trl(tiny_model, tmp_path, beta) -> None:
+def test_loss_and_gradients_equal_trl(tiny_model, tmp_path, beta, loss_type) -> None:
     from accelerate import Accelerator
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -63,7 +65,8 @@ def test_loss_and_gradients_equal_trl(tiny_model, tmp_path, beta) -> None:
     prompt, completions, masks, advantages = batch(model.config.vocab_size)
 
     # --- ours: the real update path (two micro-batches), gradients caught at the optimizer step
-    settings = GRPOSettings(epsilon=EPS_LOW, epsilon_high=EPS_HIGH, kl_coef=beta, micro_batch_size=2, max_grad_norm=None)
+    settings = GRPOSettings(epsilon=EPS_LOW, epsilon_high=EPS_HIGH, kl_coef=beta, micro_batch_size=2, max_grad_norm=None,
+                            loss_type=loss_type)
     module = TokenLogProbs(model, chunk=5, temperature=TEMPERATURE)
     caught: dict[str, torch.Tensor] = {}
 
@@ -87,7 +90,7 @@ def test_loss_and_gradients_equal_trl(tiny_model, tmp_path, beta) -> None:
     # --- TRL: GRPOTrainer._compute_loss on the same batch (prompt + completion, env tokens in tool_mask)
     model.zero_grad(set_to_none=True)
     args = GRPOConfig(
-        output_dir=str(tmp_path / "trl"), loss_type="grpo", importance_sampling_level="token", epsilon=EPS_LOW,
+        output_dir=str(tmp_path / "trl"), loss_type=loss_type, importance_sampling_level="token", epsilon=EPS_LOW,
         epsilon_high=EPS_HIGH, beta=beta, temperature=TEMPERATURE, per_device_train_batch_size=4, num_generations=4,
         max_completion_length=16, use_cpu=True, report_to=[], bf16=False, logging_steps=1,
         use_bias_correction_kl=False,  # TRL 1.16's default weights the KL by the ratio (DeepSeek-V3.2); ours is plain k3
@@ -105,6 +108,7 @@ def test_loss_and_gradients_equal_trl(tiny_model, tmp_path, beta) -> None:
         "completion_ids": padded(completions), "completion_mask": padded([[1] * len(c) for c in completions]),
         "tool_mask": padded(masks), "advantages": torch.tensor(advantages),
         "old_per_token_logps": _spread([i.old_logp for i in items], masks, width),
+        "num_items_in_batch": torch.tensor(sum(sum(m) for m in masks)),  # dapo: the batch's trained tokens
     }
     if beta:
         inputs["ref_per_token_logps"] = _spread([i.ref_logp for i in items], masks, width)
