@@ -1,7 +1,7 @@
 """Host side: the policy on seeds it never trained on - the measure a learning claim is judged by.
 
-Held-out seeds (``heldout.first_seed`` on, or the first of a listed variant from there (``trainer.seeds``); apart from the GRPO and warm-start seeds; the config refuses an
-overlap) are rolled out with the trainer's own batched engine and token layout, greedily by default, every
+Held-out seeds (``heldout.first_seed`` on, or with ``variants`` the first of a listed family from there,
+``trainer.seeds``; apart from the GRPO and warm-start seeds, the config refuses an overlap) are rolled out with the trainer's own batched engine and token layout, greedily by default, every
 ``heldout.every`` iterations, before the first and after the last. Each evaluation reports the mean reward
 over the episodes with a valid reward, a 95% bootstrap interval over seeds, the success rate and how many
 episodes the mean stands on. The global torch RNG is saved and restored around it, so evaluating never

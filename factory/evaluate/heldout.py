@@ -3,9 +3,9 @@
 The same evaluation ``factory train`` reports during a run (``trainer.heldout``): the trainer's renderer,
 batched engine and token layout, seeds the run never trained on, the env's own reward, a 95% bootstrap
 interval over seeds. When an adapter is a ``factory train`` run folder, that run's settings (base model,
-GGUF file, compact tools, tokens per turn, turn limit, held-out seeds and ``variants``) are taken from its ``run.json``, so the adapter
-is judged on the prompt it was trained on and the seeds its run held out; the command's flags override them.
-Generated env code runs only in the sandbox (``trainer.envpool``), never here.
+GGUF file, compact tools, tokens per turn, turn limit, held-out seeds and ``variants``) are taken from its
+``run.json``, so the adapter is judged on the prompt it was trained on and the seeds its run held out; the
+command's flags override them. Generated env code runs only in the sandbox (``trainer.envpool``), never here.
 """
 
 from __future__ import annotations
@@ -127,7 +127,8 @@ def run_heldout(env_id: str, config: Any, adapters: dict[str, str], arms: list[s
             arm.delta = arm.mean - base
     out.mkdir(parents=True, exist_ok=True)
     report = HeldoutReport(
-        env_id=env_id, model=str(config.model), gguf_file=config.gguf_file, seeds=next((a.seeds for a in results if a.seeds), heldout_seeds(config.heldout)),
+        env_id=env_id, model=str(config.model), gguf_file=config.gguf_file,
+        seeds=next((a.seeds for a in results if a.seeds), heldout_seeds(config.heldout)),  # by variant: not consecutive
         samples=config.heldout.samples, temperature=config.heldout.temperature, compact_tools=config.rollout.compact_tools,
         max_new_tokens=config.rollout.max_new_tokens, settings_from=settings_from, arms=results, out=str(out),
     )
