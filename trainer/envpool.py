@@ -312,26 +312,34 @@ class EnvPool:
     def scenario_variant(self, seed: int) -> str | None:
         """The ``meta["variant"]`` of the scenario ``seed`` generates (None when the env names none); only a short
         name comes back across the wall. A worker that dies is replaced and asked again."""
+        return self._on_fresh_worker(f"generating seed {seed} to read its variant", lambda: self._scenario_variant(seed))
+
+    def _scenario_variant(self, seed: int) -> str | None:
+        self.ensure(1)
+        runner = self.envs[0].unwrapped.runner
+        started = time.perf_counter()
+        try:
+            hosted = getattr(runner, "hosted", None)
+            if hosted is not None:
+                meta = (hosted.call("generate", {"seed": int(seed)}) or {}).get("meta")
+            else:  # TRACE_FACTORY_UNSAFE_INPROCESS=1
+                meta = runner.env.generate(int(seed)).meta
+        finally:
+            self.env_seconds += time.perf_counter() - started
+        variant = meta.get("variant") if isinstance(meta, dict) else None
+        return variant if isinstance(variant, str) and 0 < len(variant) <= 200 else None
+
+    def _on_fresh_worker(self, what: str, attempt: Callable[[], Any]) -> Any:
+        """``attempt`` on worker 0; a worker that dies (or an env that raises) is replaced and it is tried again,
+        ``max_replays`` times, then one :class:`TrainError` line names ``what`` failed."""
         for tries in range(self.max_replays + 1):
             try:
-                self.ensure(1)
-                runner = self.envs[0].unwrapped.runner
-                started = time.perf_counter()
-                try:
-                    hosted = getattr(runner, "hosted", None)
-                    if hosted is not None:
-                        meta = (hosted.call("generate", {"seed": int(seed)}) or {}).get("meta")
-                    else:  # TRACE_FACTORY_UNSAFE_INPROCESS=1
-                        meta = runner.env.generate(int(seed)).meta
-                finally:
-                    self.env_seconds += time.perf_counter() - started
-                variant = meta.get("variant") if isinstance(meta, dict) else None
-                return variant if isinstance(variant, str) and 0 < len(variant) <= 200 else None
-            except TrainError:
+                return attempt()
+            except (TrainError, ReplayMismatch):
                 raise
-            except Exception as exc:  # the worker died or the env raised: a fresh one is asked
+            except Exception as exc:  # the worker died: a fresh one tries
                 if tries == self.max_replays:
-                    raise TrainError(f"{self.env_id}: generating seed {seed} to read its variant: {_describe(exc)}") from None
+                    raise TrainError(f"{self.env_id}: {what}: {_describe(exc)}") from None
                 self._retire(0)
         raise AssertionError("unreachable")
 
@@ -339,16 +347,7 @@ class EnvPool:
     def reference_episode(self, seed: int, policy: Literal["reference", "skipping"] = "reference") -> dict[str, Any]:
         """The env's reference solution (or its capability-skipping one) played from ``seed``: messages, tools
         and reward (validated)."""
-        for tries in range(self.max_replays + 1):
-            try:
-                return self._reference_episode(seed, policy)
-            except (TrainError, ReplayMismatch):
-                raise
-            except Exception as exc:  # the worker died: a fresh one plays it
-                if tries == self.max_replays:
-                    raise TrainError(f"{self.env_id}: {_SOLUTION[policy]} episode for seed {seed}: {_describe(exc)}") from None
-                self._retire(0)
-        raise AssertionError("unreachable")
+        return self._on_fresh_worker(f"{_SOLUTION[policy]} episode for seed {seed}", lambda: self._reference_episode(seed, policy))
 
     def _reference_episode(self, seed: int, policy: str) -> dict[str, Any]:
         self.ensure(1)
