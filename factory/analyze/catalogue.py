@@ -1,87 +1,47 @@
-"""Built-in capability catalogue: the six capabilities the TRACE paper found on τ²-bench, plus policy
-application (the most common τ² airline failure: deciding wrongly whether the policy allows a request) and
-escalation.
+"""The capability catalogue (``catalogue.json``, package data): the six capabilities the TRACE paper found on
+τ²-bench plus escalation judgment, and the declared aliases that map other names onto them.
 
-The catalogue can seed LLM discovery (the model reuses these names for the same ideas and adds others) or
-replace it (``--catalogue only``). The offline labeler knows exactly these capabilities.
+The catalogue is configuration: a new capability, or a new alias, is an edit of ``catalogue.json``, not a
+rule's whim. The offline labeler emits only catalogue names: a rule may file its finding under an alias
+(``policy_application``: deciding wrongly whether the policy allows a request, which the catalogue counts as
+precondition_verification, failing to check what the policy makes an action conditional on) and the label
+carries the catalogue name. The catalogue can seed LLM discovery (the model reuses these names for the same
+ideas and adds others) or replace it (``--catalogue only``).
 """
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
+from importlib import resources
+
 from schemas.capability import Capability
 
-PAPER_CAPABILITIES: tuple[Capability, ...] = (
-    Capability(
-        name="precondition_verification",
-        description=(
-            "Before a state-changing action, looks up and checks the facts the policy makes it conditional on "
-            "(the record's status, age or ownership; membership tier; insurance; whether the order is pending or "
-            "delivered) and declines or offers an allowed alternative when a condition fails, instead of acting "
-            "on the user's say-so or on a record it never opened."
-        ),
-    ),
-    Capability(
-        name="structured_data_reasoning",
-        description=(
-            "Reads nested tool results (user profiles, reservations, orders, flight lists, item variants) "
-            "correctly: finds the right record among many, compares and aggregates fields such as prices, counts "
-            "and statuses, and carries the exact ids and values of that record into later calls."
-        ),
-    ),
-    Capability(
-        name="tool_calling_precision",
-        description=(
-            "Calls the right tool with well-formed arguments that match its schema and the facts: exact ids and "
-            "enum values, complete lists, the intended payment method, no invented, truncated or mistyped values "
-            "and no missing required fields."
-        ),
-    ),
-    Capability(
-        name="multi_step_task_completion",
-        description=(
-            "Carries a multi-part request through every required step to the final state-changing actions: no "
-            "sub-request forgotten, no promised action left unmade, no ending the conversation before the work "
-            "the user asked for (and the policy allows) is done."
-        ),
-    ),
-    Capability(
-        name="permission_error_recovery",
-        description=(
-            "When a tool returns an error or a refusal (not found, not allowed, invalid status, insufficient "
-            "funds), reads it, works out the cause and recovers: corrects the input, takes an allowed alternative "
-            "or explains the limit to the user, rather than repeating the same failing call or ignoring it."
-        ),
-    ),
-    Capability(
-        name="datetime_reasoning",
-        description=(
-            "Reasons correctly about dates and times: the scenario's current date, days between dates, whether a "
-            "booking is within a cancellation window, departure versus booking dates, relative dates such as "
-            "'next Friday', and writes dates in the exact format tools expect."
-        ),
-    ),
-)
+PAPER_NAMES = (
+    "precondition_verification", "structured_data_reasoning", "tool_calling_precision", "multi_step_task_completion",
+    "permission_error_recovery", "datetime_reasoning",
+)  # fmt: skip
 
-EXTRA_CAPABILITIES: tuple[Capability, ...] = (
-    Capability(
-        name="policy_application",
-        description=(
-            "Decides correctly whether the domain policy allows what the user asks, given the records it has "
-            "read: grants what the policy allows (a cancellation with a valid ground, a cabin change before any "
-            "flight has flown, a return of a delivered order) and refuses what it forbids (changing a basic "
-            "economy trip's flights, removing bags, compensating an ineligible user), whatever the user insists."
-        ),
-    ),
-    Capability(
-        name="escalation_judgment",
-        description=(
-            "Transfers to a human agent exactly when the policy requires it (a request outside what the agent "
-            "may do), with a useful summary, and does not escalate a request it could and should have handled."
-        ),
-    ),
-)
 
-BUILTIN_CAPABILITIES: tuple[Capability, ...] = PAPER_CAPABILITIES + EXTRA_CAPABILITIES
+class CatalogueError(ValueError):
+    """catalogue.json is malformed or names a capability no rule knows: a packaging error, not user input."""
+
+
+@lru_cache(maxsize=1)
+def _load() -> tuple[tuple[Capability, ...], dict[str, str]]:
+    raw = json.loads(resources.files(__package__).joinpath("catalogue.json").read_text(encoding="utf-8"))
+    capabilities = tuple(Capability(name=c["name"], description=c["description"]) for c in raw["capabilities"])
+    names = {c.name for c in capabilities}
+    aliases = {str(k): str(v) for k, v in (raw.get("aliases") or {}).items()}
+    bad = {k: v for k, v in aliases.items() if v not in names or k in names}
+    if bad or len(names) != len(capabilities):
+        raise CatalogueError(f"catalogue.json: aliases must map a non-catalogue name to a catalogue name, and names must be unique: {bad}")
+    return capabilities, aliases
+
+
+BUILTIN_CAPABILITIES: tuple[Capability, ...] = _load()[0]
+PAPER_CAPABILITIES: tuple[Capability, ...] = tuple(c for c in BUILTIN_CAPABILITIES if c.name in PAPER_NAMES)
+ALIASES: dict[str, str] = dict(_load()[1])
 
 
 def builtin_capabilities() -> list[Capability]:
@@ -91,3 +51,9 @@ def builtin_capabilities() -> list[Capability]:
 
 def builtin_names() -> list[str]:
     return [c.name for c in BUILTIN_CAPABILITIES]
+
+
+def canonical(name: str) -> str:
+    """The catalogue name for a name or a declared alias; any other name is returned unchanged (an LLM's
+    discovered capability is not the catalogue's to rename)."""
+    return ALIASES.get(name, name)

@@ -16,10 +16,14 @@ tools. The rules, one function each (their docstrings are printed in the Markdow
 from __future__ import annotations
 
 import inspect
+import json
 import re
+from functools import lru_cache
+from importlib import resources
 from collections.abc import Callable
 
 from factory.analyze import policy_airline, policy_retail, policy_toolsandbox, rules_dates, rules_escalation, rules_figures, rules_items, rules_requests, rules_values
+from factory.analyze.catalogue import canonical
 from factory.analyze.conversation import claims_done, denies_success
 from factory.analyze.evidence import ABSTAIN, LACKING, NA, PRESENT, RECORD, TEXT, Evidence, Finding, build_evidence
 from factory.analyze.tasks import TaskSpec
@@ -206,10 +210,13 @@ RULES: list[Callable[[Evidence], None]] = [
     rule_datetime,
     rule_escalation_judgment,
 ]
-CAPABILITIES = (
+RULE_NAMES = (
     "precondition_verification", "policy_application", "structured_data_reasoning", "tool_calling_precision",
     "multi_step_task_completion", "permission_error_recovery", "datetime_reasoning", "escalation_judgment",
 )  # fmt: skip
+"""The names rules file findings under: catalogue names or declared aliases (``catalogue.json``)."""
+CAPABILITIES = tuple(dict.fromkeys(canonical(n) for n in RULE_NAMES))
+"""What the labels carry: catalogue names only."""
 
 
 def rule_documentation() -> dict[str, str]:
@@ -222,12 +229,37 @@ def _evidence(findings: list[Finding]) -> list[LabelEvidence]:
     return [LabelEvidence(rule=f.rule, message_index=f.at, compared=f.values) for f in findings[:5] if f.label == LACKING or f.at is not None or f.values]
 
 
+@lru_cache(maxsize=1)
+def rule_trust() -> dict[str, dict[str, float]]:
+    """Per rule, how often its LACKING findings were right on the tune part of the real labelled set
+    (``rule_trust.json``, written by ``tests/analyze/real/calibrate.py``). A rule that was wrong more often than
+    right there is not trusted to give a verdict: its findings stay as evidence below ``ABSTAIN``."""
+    try:
+        raw = json.loads(resources.files(__package__).joinpath("rule_trust.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    return {str(k): v for k, v in (raw.get("rules") or {}).items()}
+
+
+def trusted(findings: list[Finding], trust: dict[str, dict[str, float]] | None = None) -> list[Finding]:
+    """The findings with each rule's measured trust applied: a distrusted rule's LACKING findings are capped
+    just under ``ABSTAIN`` (the label says "abstained: ..." and keeps the evidence)."""
+    trust = rule_trust() if trust is None else trust
+    out = []
+    for f in findings:
+        cap = trust.get(f.rule, {}).get("confidence")
+        if f.label == LACKING and cap is not None and f.confidence > cap:
+            f = Finding(f.capability, f.label, f.reason, f.rule, f.at, f.values, cap)
+        out.append(f)
+    return out
+
+
 def verdicts(findings: list[Finding], capabilities: list[str]) -> dict[str, tuple[CapabilityLabel, str, float, bool, list[Finding]]]:
     """Per capability: (label, reason, confidence, abstained, the findings it rests on). LACKING wins over
     PRESENT: one failure is enough; the most trusted LACKING finding gives the reason and the confidence."""
     out: dict[str, tuple[CapabilityLabel, str, float, bool, list[Finding]]] = {}
     for name in capabilities:
-        mine = [f for f in findings if f.capability == name]
+        mine = [f for f in findings if canonical(f.capability) == name]
         lacking = sorted((f for f in mine if f.label == LACKING), key=lambda f: -f.confidence)
         present = [f for f in mine if f.label == PRESENT]
         if lacking and lacking[0].confidence >= ABSTAIN:
@@ -250,8 +282,9 @@ class OfflineLabeler:
     deterministic = True
     name = "offline"
 
-    def __init__(self, tasks: dict[str, TaskSpec | None] | None = None) -> None:
+    def __init__(self, tasks: dict[str, TaskSpec | None] | None = None, trust: dict[str, dict[str, float]] | None = None) -> None:
         self.tasks = tasks or {}
+        self.trust = trust  # None: the shipped rule_trust.json; {}: every rule at its own confidence
 
     def supports(self, capability: str) -> bool:
         return capability in CAPABILITIES
@@ -259,13 +292,18 @@ class OfflineLabeler:
     def evidence(self, trajectory: Trajectory) -> Evidence:
         return build_evidence(trajectory, self.tasks.get(trajectory.id))
 
-    def label(self, trajectory: Trajectory, capabilities: list[str]) -> list[TrajectoryLabel]:
+    def findings(self, trajectory: Trajectory) -> list[Finding]:
+        """Every rule's findings, before the measured trust is applied."""
         ev = self.evidence(trajectory)
         for rule in RULES:
             ev.rule = rule.__name__.removeprefix("rule_")
             rule(ev)
+        return ev.findings
+
+    def label(self, trajectory: Trajectory, capabilities: list[str]) -> list[TrajectoryLabel]:
+        findings = trusted(self.findings(trajectory), self.trust)
         return [
             TrajectoryLabel(trajectory_id=trajectory.id, capability=name, label=label, reason=reason, confidence=round(confidence, 3),
                             abstained=abstained, evidence=_evidence(kept))  # fmt: skip
-            for name, (label, reason, confidence, abstained, kept) in verdicts(ev.findings, capabilities).items()
+            for name, (label, reason, confidence, abstained, kept) in verdicts(findings, capabilities).items()
         ]

@@ -70,12 +70,15 @@ class Sources:
             extra = " ".join(dates_in(text)) if message.role == "user" and text else ""
             self.texts.append((text + " " + extra).lower().translate(_PUNCTUATION).replace(" ", ""))
 
-    def mentioned(self, value: str, before: int) -> bool:
-        """Verbatim (spaces and punctuation aside), or an order id's digits typed without its ``#W``."""
+    def mentioned(self, value: str, before: int, batch: tuple[int, ...] = ()) -> bool:
+        """Verbatim (spaces and punctuation aside), or an order id's digits typed without its ``#W``. ``batch``:
+        results of the calls listed before this one in the same assistant message: some agents' logs merge
+        several sequential steps into one message, so a call may use what an earlier call of its batch returned."""
         plain = _norm(value)
         digits = re.sub(r"\D", "", plain)
         loose = len(digits) >= 5 and digits == plain.lstrip("w")
-        return any(plain in text or (loose and digits in text) for text in self.texts[:before])
+        texts = self.texts[:before] + [self.texts[i] for i in batch if i < len(self.texts)]
+        return any(plain in text or (loose and digits in text) for text in texts)
 
     def told(self, value: str) -> bool:
         return _norm(value) in self.told_text
@@ -195,9 +198,10 @@ def judge_values(ev: Evidence) -> None:
         if call.arguments is None or ev.catalog.knows(call.name) is False:
             continue
         sources = sources or Sources(ev)
-        unseen = [(k, v) for k, v in id_values(call.arguments) if not sources.mentioned(v, call.message_index)]
+        batch = tuple(c.result_index for c in ev.calls if c.message_index == call.message_index and c.position < call.position and c.result_index is not None)
+        unseen = [(k, v) for k, v in id_values(call.arguments) if not sources.mentioned(v, call.message_index, batch)]
         if ev.domain in ("airline", "retail"):  # τ²'s argument names; another target's may mean something else
-            unseen += [(k, v) for k, v in _free_values(call.arguments) if not sources.mentioned(v, call.message_index) and not sources.told(v)]
+            unseen += [(k, v) for k, v in _free_values(call.arguments) if not sources.mentioned(v, call.message_index, batch) and not sources.told(v)]
         if unseen:
             key, value = unseen[0]
             ev.add(CAP, LACKING, f"{call.name}: {key} {value!r} appears nowhere the agent could have read it", rule="value_seen_nowhere",

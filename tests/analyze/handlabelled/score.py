@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from factory.analyze.catalogue import canonical
 from factory.analyze.pipeline import AnalyzeConfig, analyze
 from factory.analyze.tasks import load_tasks
 from schemas.capability import CapabilityLabel, TrajectoryLabel
@@ -76,7 +77,7 @@ def figures(scored: Scored, split: str | None = None) -> Figures:
         if split is not None and case.split != split:
             continue
         lacking = [l for l in scored.labels.get(case.id, []) if l.label == CapabilityLabel.LACKING]
-        right = set(case.lacking) | set(case.also)
+        right = {canonical(c) for c in (*case.lacking, *case.also)}  # the hand labels predate the alias
         counted = scored.counted[case.id]
         if counted:
             out.lacking_labels += len(lacking)
