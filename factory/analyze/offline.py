@@ -22,7 +22,7 @@ from functools import lru_cache
 from importlib import resources
 from collections.abc import Callable
 
-from factory.analyze import policy_airline, policy_retail, policy_toolsandbox, rules_dates, rules_escalation, rules_figures, rules_items, rules_requests, rules_values
+from factory.analyze import policy_airline, policy_retail, policy_toolsandbox, rules_claims, rules_dates, rules_escalation, rules_figures, rules_items, rules_requests, rules_values
 from factory.analyze.catalogue import canonical
 from factory.analyze.conversation import claims_done, denies_success
 from factory.analyze.evidence import ABSTAIN, LACKING, NA, PRESENT, RECORD, TEXT, Evidence, Finding, build_evidence
@@ -166,6 +166,12 @@ def rule_datetime(ev: Evidence) -> None:
     rules_dates.judge(ev)
 
 
+def rule_unavailable_claims(ev: Evidence) -> None:
+    """structured_data_reasoning is LACKING when the agent says its tools cannot tell what they do tell: on τ²
+    airline, that it cannot know flight durations or times, which every flight search returns (TEXT)."""
+    rules_claims.judge(ev)
+
+
 def rule_escalation_judgment(ev: Evidence) -> None:
     """LACKING when the agent transferred to a human agent a request the policy let it handle on the records it
     had read (a cancellation with a valid ground; a return, exchange or cancellation the order's status
@@ -208,6 +214,7 @@ RULES: list[Callable[[Evidence], None]] = [
     rule_required_communication,
     rule_figures,
     rule_datetime,
+    rule_unavailable_claims,
     rule_escalation_judgment,
 ]
 RULE_NAMES = (

@@ -148,6 +148,11 @@ def _update_flights(ev: Evidence, call: AgentCall, world: World) -> None:
             ev.add(POLICY, LACKING, f"changed the flights of basic economy reservation {rid}, which the policy forbids", rule="basic_economy_flights_changed",
                    values=facts, **where)  # fmt: skip
             return
+        if "basic_economy" in problems:  # one call that upgrades the cabin and changes the flights: the flights changed while basic economy
+            ev.add(POLICY, LACKING, f"changed the flights of basic economy reservation {rid} in the call that upgraded it to {cabin}; the policy "
+                                    "allows the cabin change on the same flights first, and flight changes only after it",
+                   rule="basic_economy_flights_changed_with_upgrade", values=facts, **where)  # fmt: skip
+            return
         ends = [p for p in problems if p in ("origin_changed", "destination_changed")]
         leg = _one_leg_only(res, new, world)
         if ends and leg:

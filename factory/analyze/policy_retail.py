@@ -17,6 +17,8 @@ from trace_env.kits import tau2_retail as kit
 from factory.analyze.calls import AgentCall
 from factory.analyze.conversation import ORDER_ID
 from factory.analyze.evidence import LACKING, PRESENT, RECORD, TEXT, Evidence
+
+RECOVERY = "permission_error_recovery"
 from factory.analyze.world import World
 
 PRE, POLICY, DATA = "precondition_verification", "policy_application", "structured_data_reasoning"
@@ -139,6 +141,10 @@ def judge_refusals(ev: Evidence) -> None:
             if action in kit.allowed_actions(world.orders[oid]):
                 ev.add(POLICY, LACKING, f"refused to {action.replace('_', ' ')} {oid} although its status {status!r} allows it", rule="allowed_action_refused",
                        at=utterance.index, values={"order": oid, "status": status, "action": action, "refusal": sentence[:160]}, confidence=TEXT)  # fmt: skip
+            elif action == "exchange" and "modify_items" in kit.allowed_actions(world.orders[oid]):
+                ev.add(POLICY, LACKING, f"declined to exchange items of {oid} until delivery without offering the item modification its status "
+                                        f"{status!r} allows", rule="pending_swap_not_offered", at=utterance.index,
+                       values={"order": oid, "status": status, "refusal": sentence[:160]}, confidence=TEXT)  # fmt: skip
             else:
                 ev.add(POLICY, PRESENT, f"declined to {action.replace('_', ' ')} {oid} in status {status!r}")
 
@@ -159,7 +165,54 @@ _STATUS_ERROR = re.compile(r"non-(pending|delivered) order", re.IGNORECASE)
 """A write the store refused because of the order's status: still a decision the agent made, judged as one."""
 
 
+def _swap_error_not_recovered(ev: Evidence) -> None:
+    """The store refused an exchange because the order was not delivered: on a pending order the policy's
+    alternative is an item modification, so a run that never makes one did not recover (permission_error_recovery)."""
+    for call in ev.calls:
+        if call.name != "exchange_delivered_order_items" or not call.error or not re.search(r"non-delivered|not (been )?delivered", call.result or "", re.I):
+            continue
+        oid = _order_id((call.arguments or {}).get("order_id"))
+        order = ev.world_before(call.message_index).orders.get(oid or "")
+        if order is None or "modify_items" not in kit.allowed_actions(order):
+            continue
+        if any(_order_id((c.arguments or {}).get("order_id")) == oid for c in ev.later_writes(call.message_index, "modify_pending_order_items")):
+            ev.add(RECOVERY, PRESENT, f"modified the pending order {oid} after the exchange was refused")
+            continue
+        ev.add(RECOVERY, LACKING, f"exchange on {oid} refused as not delivered, and the agent never modified the pending order's items instead",
+               rule="pending_swap_error_not_recovered", at=call.result_index, values={"order": oid, "status": order.get("status"),
+               "tool_error": " ".join((call.result or "").split())[:80]}, confidence=RECORD)  # fmt: skip
+        return
+
+
+_WAIT_DELIVERY = re.compile(r"exchang\w*[^.]{0,60}\b(only|until|once|after|must be|has to be|needs to be)\b[^.]{0,30}\bdeliver|"
+                            r"\b(not|isn['’]t|hasn['’]t been|yet to be|still)\b[^.]{0,20}\b(delivered|pending)\b[^.]{0,60}\bexchang", re.IGNORECASE)
+
+
+def _exchange_deferred(ev: Evidence) -> None:
+    """Told to wait for delivery to exchange an item of a pending order, with no item modification made: the
+    policy lets a pending order's items be modified now (a refused tool call is judged by the recovery rule)."""
+    if any(c.name == "exchange_delivered_order_items" and c.error for c in ev.calls):
+        return
+    for utterance in ev.said:
+        if utterance.role != "assistant" or not _WAIT_DELIVERY.search(utterance.text):
+            continue
+        world = ev.world_before(utterance.index)
+        named = [o for o in (_order_id(m) for m in ORDER_ID.findall(utterance.text)) if o in world.orders]
+        pending = [o for o in named or list(world.orders) if "modify_items" in kit.allowed_actions(world.orders[o])]
+        if len(pending) != 1:
+            continue
+        oid = pending[0]
+        if any(_order_id((c.arguments or {}).get("order_id")) == oid for c in ev.later_writes(utterance.index, "modify_pending_order_items")):
+            continue
+        ev.add(POLICY, LACKING, f"told the user to wait for delivery to exchange items of the pending order {oid}, without the item modification "
+                                "its status allows", rule="pending_swap_not_offered", at=utterance.index,
+               values={"order": oid, "status": world.orders[oid].get("status")}, confidence=TEXT)  # fmt: skip
+        return
+
+
 def judge(ev: Evidence) -> None:
+    _swap_error_not_recovered(ev)
+    _exchange_deferred(ev)
     done: list[AgentCall] = []
     for call in ev.calls:
         refused = call.error and call.arguments is not None and _STATUS_ERROR.search(call.result or "")

@@ -97,7 +97,41 @@ def _refused_cabin(ev: Evidence, index: int, sentence: str, res: dict[str, Any],
                values={"reservation": rid, "cabin": res.get("cabin"), "refusal": sentence[:160]}, confidence=TEXT)  # fmt: skip
 
 
+_BASIC = r"basic[\s\-\u2010\u2011_]economy"
+_BLANKET = re.compile(rf"{_BASIC}[^.]{{0,80}}\b(cannot|can['’]?t|can not|not (be )?(allowed|permitted|possible))\b[^.]{{0,30}}\b(modif|chang|alter|upgrad)"
+                      rf"|\b(cannot|can['’]?t|can not)\b[^.]{{0,15}}\b(modif|chang|alter)\w*[^.]{{0,60}}{_BASIC}", re.IGNORECASE)
+_ASKS_FLIGHTS = re.compile(r"\b(cheapest|nonstop|non-stop|direct|different|another|earlier|later|next day)\b[^.]{0,30}\b(flights?|trip|itinerary|round trip|date)|"
+                           r"\bnew (flights?|itinerary|trip|dates?)\b|"
+                           r"\b(change|move|switch|push)\b[^.]{0,30}\b(flights?|dates?|itinerary)\b", re.IGNORECASE)
+_ASKS_CABIN = re.compile(r"\bupgrad\w*|\b(to|in) (regular |standard )?economy( class)?\b|\bbusiness class\b|\b(change|switch)\b[^.]{0,20}\b(cabin|class)\b", re.IGNORECASE)
+
+
+def _blanket_basic_economy_refusal(ev: Evidence) -> None:
+    """"Basic economy cannot be modified", said to a user who asked for a cabin change: the policy forbids
+    changing a basic economy trip's flights, not its cabin, so a cabin change refused that way (and never made)
+    is policy_application."""
+    for utterance in ev.said:
+        if utterance.role != "assistant":
+            continue
+        match = next((m for m in _BLANKET.finditer(utterance.text)), None)
+        asked = ev.user_text_before(utterance.index)
+        if match is None or not _ASKS_CABIN.search(asked) or _ASKS_FLIGHTS.search(asked):
+            continue
+        world = ev.world_before(utterance.index)
+        basic = [r for r in targets(match.group(0), utterance.text, world) if r.get("cabin") == "basic_economy"]
+        basic = basic or [r for r in world.reservations.values() if r.get("cabin") == "basic_economy" and r["reservation_id"] in utterance.text]
+        for res in basic[:1]:
+            rid = res["reservation_id"]
+            if any(c.name == "update_reservation_flights" and (c.arguments or {}).get("reservation_id") == rid for c in ev.later_writes(utterance.index)):
+                continue
+            ev.add(POLICY, LACKING, f"told the user basic economy reservation {rid} cannot be modified when asked for a cabin change; the policy "
+                                    "allows cabin changes, basic economy included, until a flight has flown", rule="basic_economy_cabin_change_refused",
+                   at=utterance.index, values={"reservation": rid, "cabin": res.get("cabin"), "refusal": match.group(0)[:160]}, confidence=TEXT)  # fmt: skip
+            return
+
+
 def judge(ev: Evidence) -> None:
+    _blanket_basic_economy_refusal(ev)
     judged: set[tuple[str, str]] = set()
     for utterance, world, action, sentence in ev.refusals():
         for res in targets(sentence, utterance.text, world):

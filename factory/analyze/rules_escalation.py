@@ -18,13 +18,14 @@ from typing import Any
 from trace_env.kits import tau2_airline as airline_kit
 from trace_env.kits import tau2_retail as retail_kit
 
-from factory.analyze.conversation import ORDER_ID, ids_in, reason_category
+from factory.analyze.conversation import ORDER_ID, confirms_first, ids_in, reason_category
 from factory.analyze.evidence import LACKING, PRESENT, TEXT, Evidence, same_record
 from factory.analyze.world import World
 
 CAP = "escalation_judgment"
 TRANSFER = "transfer_to_human_agents"
 _ASKED_PERSON = re.compile(r"\b(human|representative|supervisor|manager|real person|someone (else|who can)|transfer)\b", re.I)
+_PROPOSES = re.compile(r"\b(confirm|proceed|shall i|would you like me to|do you want me to|go ahead)\b", re.I)
 _ACTIONS = {"cancel": re.compile(r"\bcancel", re.I), "return": re.compile(r"\breturn", re.I), "exchange": re.compile(r"\bexchang", re.I)}
 
 
@@ -77,6 +78,23 @@ def judge_transfers(ev: Evidence) -> None:
             ev.add(CAP, LACKING, f"transferred to a human agent a {handle['action']} of {handle['record']} that the policy let the agent make "
                                  f"itself ({', '.join(handle.get('grounds') or [str(handle.get('status'))])})", rule="transfer_of_allowed_request",
                    at=call.message_index, values={**handle, "asked": users[-1].text[:160]}, confidence=TEXT)  # fmt: skip
+        else:
+            _transfer_instead_of_confirmed_write(ev, call.message_index, users)
+        return
+
+
+def _transfer_instead_of_confirmed_write(ev: Evidence, at: int, users: list) -> None:
+    """The user said yes to a change the agent had laid out and had not asked for a person; the agent made no
+    change after that yes and transferred: a request it could handle, escalated."""
+    for user in reversed(users[-3:]):
+        proposal = next((u for u in reversed(ev.said) if u.role == "assistant" and u.index < user.index), None)
+        if proposal is None or not confirms_first(user.text) or not _PROPOSES.search(proposal.text):
+            continue
+        if any(ev.catalog.is_write(c.name) and c.name != TRANSFER and user.index < c.message_index < at for c in ev.calls):
+            return
+        ev.add(CAP, LACKING, f"the user confirmed the change the agent proposed ({user.text.strip()[:60]!r}) and the agent transferred instead "
+                             "of making it", rule="transfer_instead_of_confirmed_change", at=at,
+               values={"confirmed": user.text[:160], "proposal": proposal.text[:160]}, confidence=TEXT)  # fmt: skip
         return
 
 

@@ -216,7 +216,27 @@ def no_write_but_claimed(ev: Evidence) -> None:
                    at=claim.index, values={"said": claim.text.strip()[:160], "writes": 0}, confidence=TEXT)  # fmt: skip
 
 
+_REBOOK = re.compile(r"\bcancel\w*\b[^.?!]{0,80}\b(re-?book|book (a |the )?new|new (booking|reservation))|\brebook", re.I)
+
+
+_LATER = re.compile(r"\b(later|myself|on my own|another time|some other time)\b", re.I)
+
+
+def cancelled_not_rebooked(ev: Evidence) -> None:
+    """The user asked to cancel a reservation and book a new one; the agent cancelled and booked nothing: half of
+    a two-part change, and the half that leaves the user without a trip."""
+    said = " ".join(u.text for u in ev.said if u.role == "user")
+    if ev.domain != "airline" or not any(not _LATER.search(said[m.end() : m.end() + 40]) for m in _REBOOK.finditer(said)):
+        return
+    cancels = [c for c in ev.calls if c.name == "cancel_reservation" and c.succeeded]
+    if cancels and not any(c.name == "book_reservation" and c.succeeded for c in ev.calls):
+        rid = (cancels[0].arguments or {}).get("reservation_id")
+        ev.add(CAP, LACKING, f"cancelled {rid} to rebook, as the user asked, and booked no new reservation", rule="cancelled_not_rebooked",
+               at=cancels[0].message_index, values={"cancelled": rid, "bookings": 0}, confidence=TEXT)  # fmt: skip
+
+
 def judge(ev: Evidence) -> None:
+    cancelled_not_rebooked(ev)
     confirmed_changes(ev)
     all_of_a_kind(ev)
     no_write_but_claimed(ev)

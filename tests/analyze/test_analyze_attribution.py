@@ -88,7 +88,7 @@ def test_statistics_leave_unattributable_failures_out_unless_included(tmp_path: 
     report = result.report
     assert (report.n_failures, report.n_unattributable, report.unattributable) == (1, 1, {"task_revised": 1})
     assert any("1 of 2 failures are not attributable" in n for n in report.notes)
-    policy = next(f for f in report.candidates if f.name == "policy_application").stats
+    policy = next(f for f in report.candidates if f.name == "precondition_verification").stats
     assert policy.n_failure_labeled == 1
     assert policy.coverage == pytest.approx(0.85)  # the one counted failure, weighed by its label's confidence (a policy finding: 0.85)
     included = analyze(trajectories, AnalyzeConfig(bootstrap=0, include_unattributable=True), tasks=tasks).report

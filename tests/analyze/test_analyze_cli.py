@@ -54,7 +54,7 @@ def test_offline_end_to_end_on_the_injected_set(offline_run, injected_cases):
     assert report.deterministic and report.runs == 1 and report.min_runs == 1  # no fake K-of-N
     assert report.bootstrap_unit == "task"  # every task appears in several variants
     by_name = {f.name: f for f in report.candidates}
-    assert len(by_name) == 8 and "policy_application" in by_name
+    assert len(by_name) == 7 and "policy_application" not in by_name
     pv = by_name["precondition_verification"].stats
     assert pv.selected and pv.er_success > 0  # lucky unchecked successes: ER+ is not zero by construction
     assert pv.gap_ci.low <= pv.gap <= pv.gap_ci.high and pv.n_failure_labeled > 10
@@ -66,7 +66,7 @@ def test_offline_end_to_end_on_the_injected_set(offline_run, injected_cases):
     assert "deterministic, so it labeled once" in markdown and "runs selected" not in markdown
     assert "| `precondition_verification` |" in markdown and "## Offline labeler rules" in markdown
     labels = [json.loads(line) for line in (out / "labels.jsonl").read_text().splitlines()]
-    assert {l["run"] for l in labels} == {0} and len(labels) == 8 * report.n_trajectories
+    assert {l["run"] for l in labels} == {0} and len(labels) == 7 * report.n_trajectories
     first = json.loads((out / "trajectories.jsonl").read_text().splitlines()[0])
     assert first["id"].startswith("injected:") and first["source_file"].endswith("injected.jsonl")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from factory.analyze.catalogue import canonical
 from factory.analyze.importers import load_trajectories
 from factory.analyze.offline import CAPABILITIES, OfflineLabeler, rule_documentation
 from factory.analyze.tasks import embedded_task
@@ -21,11 +22,14 @@ from tests.analyze import tau2_fixtures as fx
 
 L, P, N = CapabilityLabel.LACKING, CapabilityLabel.PRESENT, CapabilityLabel.NA
 FLOOR = 0.9
+RAW: dict = {}
+"""These tests check each rule's logic, so every rule gives its verdict at its own confidence; the trust measured
+on real trajectories (``rule_trust.json``, which makes some rules abstain) is tested in ``test_analyze_real``."""
 
 
 def label_file(path: Path) -> list[dict[str, tuple[CapabilityLabel, str]]]:
     trajectories = load_trajectories([path]).trajectories
-    labeler = OfflineLabeler({t.id: embedded_task(t) for t in trajectories})
+    labeler = OfflineLabeler({t.id: embedded_task(t) for t in trajectories}, trust=RAW)
     return [{l.capability: (l.label, l.reason) for l in labeler.label(t, list(CAPABILITIES))} for t in trajectories]
 
 
@@ -40,9 +44,10 @@ def one(tmp_path: Path, turns: list[tuple], reward: float = 0.0, task: dict | No
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def scores(injected_cases):
-    labeler = OfflineLabeler({c.trajectory.id: embedded_task(c.trajectory) for c in injected_cases})
+    labeler = OfflineLabeler({c.trajectory.id: embedded_task(c.trajectory) for c in injected_cases}, trust=RAW)
     labels = [label for case in injected_cases for label in labeler.label(case.trajectory, list(CAPABILITIES))]
-    return score(injected_cases, labels, CAPABILITIES)
+    cases = [c.model_copy(update={"expected": [canonical(e) for e in c.expected]}) for c in injected_cases]  # injections name the alias
+    return score(cases, labels, CAPABILITIES)
 
 
 def test_injected_set_is_substantial(injected_cases):
@@ -52,7 +57,7 @@ def test_injected_set_is_substantial(injected_cases):
     assert sum(c.trajectory.success for c in injected_cases) > 350
 
 
-@pytest.mark.parametrize("capability", sorted(set(INJECTIONS.values())))
+@pytest.mark.parametrize("capability", sorted({canonical(c) for c in INJECTIONS.values()}))
 def test_offline_labeler_recovers_injected_deficits(scores, capability):
     s = scores[capability]
     print(f"{capability}: precision {s.precision:.3f} recall {s.recall:.3f} (tp {s.tp}, fp {s.fp}, fn {s.fn})")
@@ -62,7 +67,7 @@ def test_offline_labeler_recovers_injected_deficits(scores, capability):
 
 
 def test_careful_replays_of_the_gold_raise_no_alarm(injected_cases):
-    labeler = OfflineLabeler({c.trajectory.id: embedded_task(c.trajectory) for c in injected_cases})
+    labeler = OfflineLabeler({c.trajectory.id: embedded_task(c.trajectory) for c in injected_cases}, trust=RAW)
     for case in injected_cases:
         if case.kind in ("success", "noisy_success"):
             lacking = [l for l in labeler.label(case.trajectory, list(CAPABILITIES)) if l.label == L]
@@ -78,7 +83,7 @@ def test_a_lucky_success_is_labelled_lacking(tmp_path: Path):
     labels = one(tmp_path, fx.cancel_turns(fx.BUSINESS, read=False), reward=1.0)
     assert labels["precondition_verification"][0] == L and "without reading that reservation" in labels["precondition_verification"][1]
     checked = one(tmp_path, fx.cancel_turns(fx.BUSINESS, read=True), reward=1.0)
-    assert checked["precondition_verification"][0] == P and checked["policy_application"][0] == P
+    assert checked["precondition_verification"][0] == P and checked["precondition_verification"][0] == P
 
 
 def test_labels_never_see_the_outcome_or_the_gold(tmp_path: Path):
@@ -88,7 +93,7 @@ def test_labels_never_see_the_outcome_or_the_gold(tmp_path: Path):
     (a,) = label_file(fx.write(tmp_path / "won.json", won))
     (b,) = label_file(fx.write(tmp_path / "lost.json", lost))
     assert a == b
-    assert a["policy_application"][0] == L  # no ground to cancel an old economy booking, whatever the gold said
+    assert a["precondition_verification"][0] == L  # no ground to cancel an old economy booking, whatever the gold said
 
 
 def test_a_call_that_differs_from_the_gold_is_not_lacking_for_that(tmp_path: Path):
@@ -96,7 +101,7 @@ def test_a_call_that_differs_from_the_gold_is_not_lacking_for_that(tmp_path: Pat
     task = fx.task("1", actions=[{"name": "get_reservation_details", "arguments": {"reservation_id": "BUS123"}}])
     labels = one(tmp_path, fx.cancel_turns(fx.BUSINESS), task=task)
     assert {c: v[0] for c, v in labels.items() if v[0] == L} == {}
-    assert labels["policy_application"][0] == P and labels["precondition_verification"][0] == P
+    assert labels["precondition_verification"][0] == P and labels["precondition_verification"][0] == P
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,16 +110,17 @@ def test_a_call_that_differs_from_the_gold_is_not_lacking_for_that(tmp_path: Pat
 def test_refusing_an_allowed_request_is_policy_application(tmp_path: Path):
     refusal = "I'm sorry, but reservation BUS123 is not eligible for cancellation under our policy."
     labels = one(tmp_path, fx.cancel_turns(fx.BUSINESS, cancel=False, refusal=refusal))
-    assert labels["policy_application"][0] == L and "business_cabin" in labels["policy_application"][1]
+    assert labels["precondition_verification"][0] == L and "business_cabin" in labels["precondition_verification"][1]
     assert labels["multi_step_task_completion"][0] != L  # a refusal is a decision, not a forgotten step
     right = one(tmp_path, fx.cancel_turns(fx.OLD_ECONOMY, cancel=False, refusal=refusal.replace("BUS123", "OLD456")))
-    assert right["policy_application"][0] == P
+    assert right["precondition_verification"][0] == P
 
 
 def test_allowing_a_forbidden_request_is_policy_application(tmp_path: Path):
     labels = one(tmp_path, fx.cancel_turns(fx.OLD_ECONOMY))
-    assert labels["policy_application"][0] == L
-    assert labels["precondition_verification"][0] == P  # it did read the record and ask the reason
+    # policy_application is an alias of precondition_verification: the label is the policy decision (no ground to
+    # cancel), not a missing read (it did read the record and ask the reason)
+    assert labels["precondition_verification"][0] == L and "no ground holds" in labels["precondition_verification"][1]
     assert labels["multi_step_task_completion"][0] != L
 
 
@@ -125,14 +131,14 @@ def test_refusing_a_basic_economy_upgrade_is_policy_application(tmp_path: Path):
         ("assistant", "Unfortunately, upgrading the cabin class of a basic economy reservation is not allowed under the policy."),
         ("user", "Oh well. ###STOP###"),
     ]
-    assert one(tmp_path, turns)["policy_application"][0] == L
+    assert one(tmp_path, turns)["precondition_verification"][0] == L
 
 
 def test_the_24_hour_window_is_datetime_reasoning(tmp_path: Path):
     claim = fx.cancel_turns(fx.OLD_ECONOMY)
     claim.insert(3, ("assistant", "Your booking was made within the last 24 hours, so it can be cancelled."))
     labels = one(tmp_path, claim)
-    assert labels["datetime_reasoning"][0] == L and labels["policy_application"][0] != L
+    assert labels["datetime_reasoning"][0] == L and labels["precondition_verification"][0] != L
     refusal = "Reservation NEW999 was booked more than 24 hours ago, so it cannot be cancelled."
     recent = one(tmp_path, fx.cancel_turns(fx.RECENT, cancel=False, refusal=refusal))
     assert recent["datetime_reasoning"][0] == L and "within 24 h" in recent["datetime_reasoning"][1]
@@ -222,10 +228,10 @@ def test_retail_status_rules(tmp_path: Path):
     read = ("call", "get_order_details", {"order_id": "#W1234567"}, ORDER)
     cancel = ("call", "cancel_pending_order", {"order_id": "#W1234567", "reason": "no longer needed"}, {**ORDER, "status": "cancelled"})
     labels = retail(tmp_path, AUTH + [("user", "Cancel order #W1234567 please."), read, cancel])
-    assert labels["policy_application"][0] == L and "'delivered'" in labels["policy_application"][1]
+    assert labels["precondition_verification"][0] == L and "'delivered'" in labels["precondition_verification"][1]
     refused = retail(tmp_path, AUTH + [("user", "I want to return my keyboard from #W1234567."), read,
                                        ("assistant", "I'm sorry, order #W1234567 cannot be returned.")])  # fmt: skip
-    assert refused["policy_application"][0] == L and "refused to return" in refused["policy_application"][1]
+    assert refused["precondition_verification"][0] == L and "refused to return" in refused["precondition_verification"][1]
     unauthenticated = retail(tmp_path, [("user", "Cancel order #W1234567."), read, cancel])
     assert unauthenticated["precondition_verification"][0] == L and "authenticating" in unauthenticated["precondition_verification"][1]
 
@@ -248,7 +254,7 @@ def test_refusals_are_read_narrowly(tmp_path: Path):
              ("call", "get_reservation_details", {"reservation_id": "BUS123"}, fx.BUSINESS),
              ("assistant", "About IFOYYZ and NQNU5R: unfortunately, these reservations are not eligible for cancellation."),
              ("user", "Ok ###STOP###")]  # fmt: skip
-    assert one(tmp_path, turns)["policy_application"][0] == N
+    assert one(tmp_path, turns)["precondition_verification"][0] == N
 
 
 def test_a_booking_whose_flights_do_not_make_the_trip(tmp_path: Path):
@@ -274,13 +280,13 @@ def test_a_booking_whose_flights_do_not_make_the_trip(tmp_path: Path):
 def full_labels(tmp_path: Path, turns: list[tuple], name: str = "ev"):
     data = fx.results([fx.simulation("1", 0, 0.0, fx.conversation(*turns))], [fx.task("1")])
     (trajectory,) = load_trajectories([fx.write(tmp_path / f"{name}.json", data)]).trajectories
-    labels = OfflineLabeler({trajectory.id: embedded_task(trajectory)}).label(trajectory, list(CAPABILITIES))
+    labels = OfflineLabeler({trajectory.id: embedded_task(trajectory)}, trust=RAW).label(trajectory, list(CAPABILITIES))
     return trajectory, {l.capability: l for l in labels}
 
 
 def test_a_lacking_label_points_at_the_message_and_the_values(tmp_path: Path):
     trajectory, labels = full_labels(tmp_path, fx.cancel_turns(fx.OLD_ECONOMY))
-    policy = labels["policy_application"]
+    policy = labels["precondition_verification"]
     assert policy.label == L and 0.5 <= policy.confidence <= 1.0 and not policy.abstained
     (evidence,) = policy.evidence
     assert evidence.rule == "cancel_without_ground"
@@ -304,12 +310,12 @@ def test_unsure_findings_abstain(tmp_path: Path):
              ("call", "cancel_reservation", {"reservation_id": "OLD456"}, {**insured, "status": "cancelled"}),
              ("user", "Thanks ###STOP###")]  # fmt: skip
     _, quiet = full_labels(tmp_path, turns, "quiet")
-    assert quiet["policy_application"].label == N and quiet["policy_application"].abstained
-    assert quiet["policy_application"].reason.startswith("abstained:") and quiet["policy_application"].evidence[0].rule == "insurance_reason_not_covered"
+    assert quiet["precondition_verification"].label == N and quiet["precondition_verification"].abstained
+    assert quiet["precondition_verification"].reason.startswith("abstained:") and quiet["precondition_verification"].evidence[0].rule == "insurance_reason_not_covered"
     cited = list(turns)
     cited[5] = ("assistant", "Since you have travel insurance, you are covered. I will cancel OLD456. Do you confirm? Please answer yes to proceed.")
     _, loud = full_labels(tmp_path, cited, "cited")
-    assert loud["policy_application"].label == L and not loud["policy_application"].abstained
+    assert loud["precondition_verification"].label == L and not loud["precondition_verification"].abstained
 
 
 def test_labels_jsonl_and_the_report_carry_the_evidence(tmp_path: Path):

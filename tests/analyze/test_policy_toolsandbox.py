@@ -28,7 +28,7 @@ def labels(user: str, *turns: Any, reward: float = 1.0) -> dict[str, tuple[Capab
         messages += turn if isinstance(turn, list) else [{"role": "assistant", "content": turn}]
     trajectory = Trajectory(id="s#0", target="toolsandbox", task_id="s", messages=messages, reward=reward, success=reward == 1.0,
                             source="rollout", metadata={"domain": "toolsandbox", "trial": 0})  # fmt: skip
-    return {l.capability: (l.label, l.reason) for l in OfflineLabeler().label(trajectory, list(CAPABILITIES))}
+    return {l.capability: (l.label, l.reason) for l in OfflineLabeler(trust={}).label(trajectory, list(CAPABILITIES))}
 
 
 def test_a_setting_that_blocks_a_call_must_be_changed_and_the_call_retried() -> None:
@@ -36,7 +36,7 @@ def test_a_setting_that_blocks_a_call_must_be_changed_and_the_call_retried() -> 
     search = call("search_contacts", "[{'name': 'Fredrik', 'phone_number': '+12453344098'}]", name="Fredrik")
     good = labels("Text Fredrik hi", search, failed, call("set_cellular_service_status", "None", on=True),
                   call("send_message_with_phone_number", "'msg-1'", phone_number="+12453344098", content="hi"), "Sent.")
-    assert good["permission_error_recovery"][0] == P and good["policy_application"][0] == P
+    assert good["permission_error_recovery"][0] == P and good["precondition_verification"][0] == P
     gave_up = labels("Text Fredrik hi", search, failed, "Your message was sent.", reward=0.0)
     assert gave_up["permission_error_recovery"][0] == L and "never changed it" in gave_up["permission_error_recovery"][1]
     no_retry = labels("Text Fredrik hi", search, failed, call("set_cellular_service_status", "None", on=True), "Done.", reward=0.0)
@@ -45,9 +45,9 @@ def test_a_setting_that_blocks_a_call_must_be_changed_and_the_call_retried() -> 
 
 def test_changing_a_setting_nobody_asked_for_is_policy_application() -> None:
     result = labels("Is my wifi on?", call("get_wifi_status", "True"), call("set_cellular_service_status", "None", on=False), "Yes.")
-    assert result["policy_application"][0] == L and "nobody asked for" in result["policy_application"][1]
+    assert result["precondition_verification"][0] == L and "nobody asked for" in result["precondition_verification"][1]
     asked = labels("Turn off cellular", call("set_cellular_service_status", "None", on=False), "Cellular is off.")
-    assert asked["policy_application"][0] == P
+    assert asked["precondition_verification"][0] == P
 
 
 def test_recipients_and_ids_come_from_what_was_read() -> None:
