@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import enum
 import json
 from pathlib import Path
@@ -150,6 +152,11 @@ class CapabilityReport(BaseModel):
     overlap: list[CapabilityOverlap] = Field(default_factory=list)
     failures_covered: int = Field(default=0, description="failures where at least one selected capability is LACKING")
     llm_usage: dict[str, float | int | None] | None = None
+    agreement: dict[str, Any] | None = Field(
+        default=None,
+        description="how far the labeler's LACKING labels agree with hand labels: the offline labeler's figures measured on a hand-labelled "
+        "real set (source 'measured'), or this run's own against a --labels file",
+    )
     notes: list[str] = Field(default_factory=list)
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from importlib import resources
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -124,3 +125,34 @@ def agreement(
             else:
                 out.unspared.append(f"{tid} ({case.cause}): " + "; ".join(f"{l.capability}: {l.reason}" for l in lacking))
     return out
+
+
+def measured() -> dict[str, Any] | None:
+    """The offline labeler's figures on the hand-labelled real set (``measured.json``, written at release by
+    ``tests/analyze/real/measure.py``), or None when the package lacks the file."""
+    try:
+        return json.loads(resources.files(__package__).joinpath("measured.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def measured_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """What a report states about the offline labeler: the set, and the holdout and whole-set figures."""
+    figures = data.get("figures", {})
+    return {"source": "measured", "labeler": data.get("labeler", "offline"), "set": data.get("set", {}),
+            "holdout": figures.get("holdout"), "all": figures.get("all")}  # fmt: skip
+
+
+def summary_line(agreement_: dict[str, Any]) -> str:
+    """One sentence for the report's notes and the CLI."""
+    if agreement_.get("source") == "measured":
+        s, h, a = agreement_.get("set", {}), agreement_.get("holdout") or {}, agreement_.get("all") or {}
+        return (f"the offline labeler was measured against hand labels of {s.get('trajectories')} real τ² trajectories "
+                f"({len(s.get('agents', {}))} agents): on the holdout recall {h.get('recall', 0):.2f} ({h.get('found')}/{h.get('agent_failures')} "
+                f"agent-caused failures with a right label), precision {h.get('precision', 0):.2f} ({h.get('right_labels')}/{h.get('lacking_labels')}); "
+                f"on all of it recall {a.get('recall', 0):.2f}, precision {a.get('precision', 0):.2f}; trust its labels that far")
+    f = agreement_.get("figures") or {}
+    return (f"agreement with the hand labels in {agreement_.get('source')} ({f.get('labelled')} trajectories, labeling run 1): "
+            f"recall {f.get('recall', 0):.2f} ({f.get('found')}/{f.get('agent_failures')}), precision {f.get('precision', 0):.2f} "
+            f"({f.get('right_labels')}/{f.get('lacking_labels')}), {f.get('spared')}/{f.get('other_failures')} other failures spared, "
+            f"{f.get('blamed')}/{f.get('successes')} successes blamed")

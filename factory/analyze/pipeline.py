@@ -8,6 +8,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -17,6 +18,7 @@ from factory.analyze.catalogue import builtin_capabilities
 from factory.analyze.discovery import discover_capabilities
 from factory.analyze.errors import AnalyzeInputError
 from factory.analyze.labeling import LLMLabeler, label_runs_llm, label_runs_offline
+from factory.analyze.agreement import agreement, load_hand_labels, measured, measured_summary, summary_line
 from factory.analyze.offline import OfflineLabeler
 from factory.analyze.revisions import Resolution, resolve
 from schemas.label_matrix import LabelMatrix
@@ -45,6 +47,7 @@ class AnalyzeConfig(BaseModel):
     bootstrap: int = Field(default=1000, ge=0, le=100_000)
     seed: int = Field(default=0, ge=0)
     include_unattributable: bool = False
+    labels: Path | None = Field(default=None, description="hand labels (JSONL) to score this run's labels against (--labels)")
 
     @model_validator(mode="after")
     def _k_within_n(self) -> "AnalyzeConfig":
@@ -84,6 +87,20 @@ def _attribution_notes(attributions: dict[str, Attribution], trajectories: list[
     return [f"{sum(causes.values())} of {len(failed)} failures are not attributable to the agent ({listed}); {what}"], dict(causes)
 
 
+def _agreement(config: AnalyzeConfig, labeler_name: str, labels: list[list[TrajectoryLabel]], trajectories: list[Trajectory],
+               counted: dict[str, bool]) -> dict | None:  # fmt: skip
+    """This run's agreement with ``--labels`` when given; else, for the offline labeler, its measured figures."""
+    if config.labels is not None:
+        hand = load_hand_labels(config.labels)  # read once already at the start, so a bad file fails before any labeling
+        known = {t.id for t in trajectories} & set(hand)
+        if not known:
+            raise AnalyzeInputError(f"{config.labels}: none of its ids is a trajectory of this run (ids look like {trajectories[0].id!r})")
+        figures = agreement(hand, labels[0], counted, known)
+        return {"source": str(config.labels), "labeler": labeler_name, "figures": figures.figures()}
+    data = measured() if labeler_name == "offline" else None
+    return measured_summary(data) if data else None
+
+
 def analyze(
     trajectories: list[Trajectory],
     config: AnalyzeConfig,
@@ -96,6 +113,8 @@ def analyze(
     """Run the analysis. Without ``client`` the offline labeler labels the built-in catalogue."""
     if not trajectories:
         raise AnalyzeInputError("no trajectories in the input")
+    if config.labels is not None:
+        load_hand_labels(config.labels)
     resolution = resolve(trajectories, tasks)
     attributions = {
         t.id: attribute(t, resolution.tasks.get(t.id), resolution.checks.get(t.id), resolution.references.get(t.id)) for t in trajectories
@@ -168,6 +187,9 @@ def analyze(
     thin = [f.name for f in findings if f.stats.support_warning]
     if thin:
         notes.append(f"fewer than 10 labeled successes or failures behind: {', '.join(thin)} (see each capability's counts)")
+    agreement_ = _agreement(config, labeler_name, labels, trajectories, counted)
+    if agreement_ is not None:
+        notes.append(summary_line(agreement_))
     report = CapabilityReport(
         targets=sorted({t.target for t in trajectories}),
         sources=list(sources or []),
@@ -191,6 +213,7 @@ def analyze(
         overlap=overlap(matrix),
         failures_covered=failures_covered(matrix, [f.name for f in selected]),
         llm_usage=client.usage.model_dump() if client is not None else None,
+        agreement=agreement_,
         notes=notes,
     )
     return AnalysisResult(report=report, matrix=matrix, labels=labels, capabilities=capabilities, attributions=attributions, resolution=resolution)

@@ -38,10 +38,10 @@ def segments(res: dict[str, Any]) -> str:
 def targets(sentence: str, text: str, world: World) -> list[dict[str, Any]]:
     """The reservations a refusal is about: those it names; else the only one its message names; else the only
     one the agent has read. Anything vaguer ("these reservations") is not judged."""
-    ids = [i for i in ids_in(sentence) if i in world.reservations]
+    ids = [i for i in sorted(ids_in(sentence), key=sentence.find) if i in world.reservations]
     if not ids:
         known = {r for u in world.users.values() for r in u.get("reservations") or []} | set(world.reservations)
-        named = [i for i in ids_in(text) if (i in known or any(c.isdigit() for c in i)) and i not in world.flights and not _FLIGHT.match(i)]
+        named = [i for i in sorted(ids_in(text), key=text.find) if (i in known or any(c.isdigit() for c in i)) and i not in world.flights and not _FLIGHT.match(i)]
         if len(named) == 1 and named[0] in world.reservations:
             ids = named
         elif not named and len(world.reservations) == 1:

@@ -62,6 +62,25 @@ def _rates(s: CapabilityStats) -> tuple[str, str]:
     return f"{fmt(s.er_success)} ({plus})", f"{fmt(s.er_failure)} ({minus})"
 
 
+def agreement_section(report: CapabilityReport) -> list[str]:
+    """How far to trust the labels: the labeler's agreement with hand labels, measured or from --labels."""
+    a = report.agreement
+    if not a:
+        return []
+    rows = [(name, a.get(name)) for name in ("holdout", "all")] if a.get("source") == "measured" else [("this run", a.get("figures"))]
+    where = (f"hand labels of {a['set'].get('trajectories')} real τ² trajectories ({', '.join(a['set'].get('agents', {}))}), "
+             "`tests/analyze/real`" if a.get("source") == "measured" else f"`{a.get('source')}`")  # fmt: skip
+    lines = ["", "## Labeler agreement", "", f"Labeler `{a.get('labeler')}` against {where}. Recall: agent-caused failures given at least "
+             "one right LACKING label; precision: LACKING labels that are right; spared: failures that are not the agent's left "
+             "unblamed; blamed: successes given a wrong LACKING label.", "",
+             "| part | recall | precision | spared | blamed |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for name, f in rows:
+        if f:
+            lines.append(f"| {name} | {f['recall']:.2f} ({f['found']}/{f['agent_failures']}) | {f['precision']:.2f} ({f['right_labels']}/{f['lacking_labels']}) "
+                         f"| {f['spared']}/{f['other_failures']} | {f['blamed']}/{f['successes']} |")
+    return lines
+
+
 def markdown(result: AnalysisResult, charts: dict[str, str]) -> str:
     report = result.report
     unattributable = ", ".join(f"{n} {CAUSE_TEXT.get(c, c)}" for c, n in sorted(report.unattributable.items(), key=lambda kv: -kv[1]))
@@ -85,6 +104,7 @@ def markdown(result: AnalysisResult, charts: dict[str, str]) -> str:
             f"{u.get('input_tokens')} input / {u.get('output_tokens')} output tokens, cost {cost}"
         )
     lines += [f"- note: {note}" for note in report.notes]
+    lines += agreement_section(report)
     runs_col = " resamples selected |" if report.resamples else "" if report.deterministic else " runs selected |"
     lines += [
         "",

@@ -33,7 +33,7 @@ def _target(ids: list[str], records: dict[str, Any], context: str) -> str | None
     named = [i for i in ids if i in records]
     if len(named) == 1:
         return named[0]
-    in_context = [i for i in ids_in(context) if i in records]
+    in_context = [i for i in sorted(ids_in(context), key=context.find) if i in records]
     if len(set(in_context)) == 1:
         return in_context[0]
     return next(iter(records)) if len(records) == 1 else None

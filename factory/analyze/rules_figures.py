@@ -126,7 +126,7 @@ def _allowance(ev: Evidence, index: int, text: str) -> bool:
         if not _BAGS.search(sentence) or not _FREE.search(sentence):
             continue
         told = {int(n) for n in re.findall(r"(?<![\w$.])\d{1,2}(?![\w.])", sentence)} | {_WORDS[w] for w in re.findall(r"[a-z]+", sentence.lower()) if w in _WORDS}
-        named = [r for r in ids_in(text) if r in world.reservations]
+        named = [r for r in sorted(ids_in(text), key=text.find) if r in world.reservations]  # in order of mention, not set order
         res = world.reservations[named[0]] if named else (next(iter(world.reservations.values())) if len(world.reservations) == 1 else None)
         if res is None or not told:
             continue

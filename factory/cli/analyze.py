@@ -119,6 +119,7 @@ def analyze_command(
     min_runs: Annotated[Optional[str], typer.Option("--min-runs", metavar="K", help="Runs (or, offline, task resamples) that must select a capability (default: ceil(0.8 N), i.e. 8 of 10).")] = None,
     tasks: Annotated[Optional[list[Path]], typer.Option("--tasks", help="τ² tasks.json (repeatable): checks which task version each run used; it never replaces the tasks a results file embeds.")] = None,
     include_unattributable: Annotated[bool, typer.Option("--include-unattributable", help="Count failures that are not the agent's fault (revised task, user simulator, infrastructure, max steps) as failures.")] = False,
+    labels: Annotated[Optional[Path], typer.Option("--labels", metavar="FILE", help="Hand labels (JSONL: id, outcome, cause, lacking) to score this run's labels against; the report states the agreement.")] = None,
     catalogue: Annotated[str, typer.Option("--catalogue", metavar="MODE", help="seed: built-in capabilities seed LLM discovery; only: no discovery; off: discovery alone.")] = "seed",
     batch_size: Annotated[str, typer.Option("--batch-size", metavar="N", help="Trajectories per labeling call, 1-50.")] = "4",
     concurrency: Annotated[str, typer.Option("--concurrency", metavar="N", help="Labeling calls in flight at once, 1-256.")] = "8",
@@ -148,7 +149,7 @@ def analyze_command(
     try:
         options = dict(
             llm=llm, llm_base_url=llm_base_url, runs=runs, delta=delta, coverage=coverage, min_runs=min_runs, tasks=tasks,
-            include_unattributable=include_unattributable, catalogue=catalogue, batch_size=batch_size, concurrency=concurrency,
+            include_unattributable=include_unattributable, labels=labels, catalogue=catalogue, batch_size=batch_size, concurrency=concurrency,
             bootstrap=bootstrap, seed=seed, no_cache=no_cache, out=out, json_output=json_output,
         )  # fmt: skip
         result, paths = _run(trajectories, options, err)
@@ -194,6 +195,7 @@ def _config(o: dict, llm: bool) -> AnalyzeConfig:
         bootstrap=_number("--bootstrap", o["bootstrap"], int, 0, 100_000),
         seed=_number("--seed", o["seed"], int, 0, 2**32 - 1),
         include_unattributable=o["include_unattributable"],
+        labels=o.get("labels"),
     )
 
 

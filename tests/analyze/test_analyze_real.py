@@ -1,0 +1,172 @@
+"""The offline labeler on real agents' trajectories: 123 τ²-bench airline and retail runs of published agents
+(``tests/analyze/real``: MIT-licensed data from sierra-research/tau2-bench), each read by hand against the policy and
+the task's gold: the outcome, whose fault a failure is, and the capabilities the agent lacked, with a reason each.
+
+The set was drawn and split (tune 82, holdout 41) by fixed seeds before any rule ran on it. The rules and the trust
+calibration (``rule_trust.json``) were developed on the tune part; the holdout was scored once, with the rules
+frozen (``measured.json``):
+
+- tune: 19/28 agent-caused failures with a right label (recall 0.68), 23/26 LACKING labels right (precision 0.88),
+  18/19 other failures spared, 2/35 successes blamed;
+- holdout: 5/10 (recall 0.50), 8/11 (precision 0.73), 12/14 other failures spared, 0/17 successes blamed.
+
+The holdout meets the issue's bars on failures that are not the agent's (at least 8 of every 11 spared) and on
+successes (at most 2 of every 15 blamed), and misses them on recall (0.70) and precision (0.80): those two tests are
+strict xfails that say so, and turn into failures the day the figures reach the bars, so this docstring and the
+figures must then be updated.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from factory.analyze.agreement import load_hand_labels, measured
+from factory.analyze.catalogue import ALIASES, builtin_names
+from factory.analyze.offline import RULE_NAMES
+from schemas.capability import CapabilityReport
+from tests.analyze.real import calibrate, measure
+from tests.analyze.real.score import DATA, LABELS, SPLIT, run
+
+RECALL_BAR, PRECISION_BAR = 0.70, 0.80
+SPARED_BAR, BLAMED_BAR = 8 / 11, 2 / 15
+
+
+def _readable() -> str | None:
+    """Why the stored set cannot be read, or None."""
+    try:
+        files = sorted(DATA.glob("*.json.gz"))
+        if not files:
+            return f"no stored trajectories under {DATA}"
+        with gzip.open(files[0], "rt", encoding="utf-8") as fh:
+            json.load(fh)
+        LABELS.read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        return f"the real labelled set cannot be read ({exc})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def scored():
+    why = _readable()
+    if why:
+        pytest.skip(why)
+    return run()
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    why = _readable()
+    if why:
+        pytest.skip(why)
+    return [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_the_set_is_real_labelled_by_hand_and_split_before_tuning(rows):
+    agents = Counter(r["agent"] for r in rows)
+    assert len(rows) >= 120 and len(agents) >= 4 and {r["domain"] for r in rows} == {"airline", "retail"}
+    split = json.loads(SPLIT.read_text())
+    assert {r["id"]: r["split"] for r in rows} == split and Counter(split.values())["holdout"] * 3 >= len(split) - 3
+    catalogue = set(builtin_names())
+    for r in rows:
+        assert r["outcome"] in ("success", "failure") and r["cause"] in ("agent", "user_simulator", "task", "none"), r["id"]
+        assert (r["outcome"] == "failure") == (r["reward"] < 1 - 1e-6), r["id"]
+        assert set(r["lacking"]) | set(r["also"]) <= catalogue, r["id"]  # catalogue names only
+        assert len(r["note"]) > 30, r["id"]
+        if r["cause"] == "agent":
+            assert r["lacking"] and all(len(reason) > 30 for reason in r["lacking"].values()), r["id"]
+        elif r["outcome"] == "failure":
+            assert not r["lacking"], r["id"]  # a failure that is not the agent's is not blamed on a capability
+    assert {"agent", "user_simulator", "task"} <= {r["cause"] for r in rows}
+
+
+def test_labels_use_only_catalogue_names(scored):
+    """A rule may file a finding under a declared alias; every label carries a catalogue name."""
+    catalogue = set(builtin_names())
+    assert set(ALIASES) == {"policy_application"} and set(ALIASES.values()) <= catalogue
+    assert {ALIASES.get(n, n) for n in RULE_NAMES} <= catalogue
+    assert {label.capability for label in scored.result.labels[0]} <= catalogue
+    assert {f.name for f in scored.result.report.candidates} <= catalogue
+
+
+def test_shipped_figures_equal_a_recomputation():
+    """measured.json (what every offline report states) and rule_trust.json are what the scripts compute now."""
+    why = _readable()
+    if why:
+        pytest.skip(why)
+    assert measure.TARGET.read_text(encoding="utf-8") == measure.content(), "run python3 -m tests.analyze.real.measure"
+    assert calibrate.TARGET.read_text(encoding="utf-8") == calibrate.content(), "run python3 -m tests.analyze.real.calibrate"
+    assert measured() == json.loads(measure.TARGET.read_text(encoding="utf-8"))
+
+
+def test_failures_that_are_not_the_agents_are_spared_on_the_holdout(scored):
+    f = scored.figures("holdout")
+    assert f.other_failures >= 11 and f.spared / f.other_failures >= SPARED_BAR, f.unspared
+
+
+def test_successes_are_not_blamed_on_the_holdout(scored):
+    f = scored.figures("holdout")
+    assert f.successes >= 15 and f.blamed / f.successes <= BLAMED_BAR, f.wrong
+
+
+@pytest.mark.xfail(strict=True, reason="holdout recall 0.50 (5/10) is below the issue's bar of 0.70; see measured.json")
+def test_recall_on_the_holdout_reaches_the_bar(scored):
+    f = scored.figures("holdout")
+    assert f.recall >= RECALL_BAR, f.misses
+
+
+@pytest.mark.xfail(strict=True, reason="holdout precision 0.73 (8/11) is below the issue's bar of 0.80; see measured.json")
+def test_precision_on_the_holdout_reaches_the_bar(scored):
+    f = scored.figures("holdout")
+    assert f.precision >= PRECISION_BAR, f.wrong
+
+
+def test_tune_figures_hold(scored):
+    """The part the rules were developed on stays where it is (a regression guard, not a claim)."""
+    f = scored.figures("tune")
+    assert f.recall >= 0.65 and f.precision >= 0.85 and f.spared >= 18 and f.blamed <= 2, f.line()
+
+
+def test_the_report_states_the_measured_floor_and_labels_agreement(tmp_path: Path, rows):
+    """Offline reports carry measured.json's figures; --labels scores a run against a hand-labels file (the same
+    figures an --llm run gets); a bad labels file is one line and exit 2."""
+    from factory.cli import app
+
+    for gz in sorted(DATA.glob("retail_*.json.gz")):
+        (tmp_path / gz.name.removesuffix(".gz")).write_bytes(gzip.decompress(gz.read_bytes()))
+    files = [str(p) for p in sorted(tmp_path.glob("retail_*.json"))]
+    runner = CliRunner()
+    plain = runner.invoke(app, ["analyze", *files, "--out", str(tmp_path / "a"), "--bootstrap", "0"])
+    assert plain.exit_code == 0, plain.output
+    report = CapabilityReport.model_validate_json((tmp_path / "a" / "capabilities.json").read_text())
+    holdout = measured()["figures"]["holdout"]
+    assert report.agreement["source"] == "measured" and report.agreement["holdout"] == holdout
+    assert f"recall {holdout['recall']:.2f}" in " ".join(plain.output.split())
+    assert "## Labeler agreement" in (tmp_path / "a" / "report.md").read_text()
+
+    scored_run = runner.invoke(app, ["analyze", *files, "--out", str(tmp_path / "b"), "--bootstrap", "0", "--labels", str(LABELS)])
+    assert scored_run.exit_code == 0, scored_run.output
+    mine = CapabilityReport.model_validate_json((tmp_path / "b" / "capabilities.json").read_text()).agreement
+    retail = [r for r in rows if r["domain"] == "retail"]
+    assert mine["source"] == str(LABELS) and mine["figures"]["labelled"] == len(retail)
+    assert mine["figures"]["agent_failures"] == sum(r["cause"] == "agent" for r in retail)
+    assert "agreement with the hand labels" in " ".join(scored_run.output.split())
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n')
+    broken = runner.invoke(app, ["analyze", *files, "--out", str(tmp_path / "c"), "--labels", str(bad)])
+    assert broken.exit_code == 2 and "bad.jsonl:1: not a hand label" in broken.output and "Traceback" not in broken.output
+
+
+def test_hand_labels_file_is_read_as_the_report_reads_it():
+    why = _readable()
+    if why:
+        pytest.skip(why)
+    hand = load_hand_labels(LABELS)
+    assert len(hand) >= 120 and all(h.right >= set(h.lacking) for h in hand.values())
+    assert {h.split for h in hand.values()} == {"tune", "holdout"}
