@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 from factory.analyze.agreement import load_hand_labels, measured
 from factory.analyze.catalogue import ALIASES, builtin_names
 from factory.analyze.offline import RULE_NAMES
-from schemas.capability import CapabilityReport
+from schemas.capability import CapabilityLabel, CapabilityReport
 from tests.analyze.real import calibrate, measure
 from tests.analyze.real.score import DATA, LABELS, SPLIT, run
 
@@ -170,3 +170,27 @@ def test_hand_labels_file_is_read_as_the_report_reads_it():
     hand = load_hand_labels(LABELS)
     assert len(hand) >= 120 and all(h.right >= set(h.lacking) for h in hand.values())
     assert {h.split for h in hand.values()} == {"tune", "holdout"}
+
+
+RULE_CASES = [
+    ("airline_gpt-4o:17#0", "basic_economy_cabin_change_refused", True),  # "basic economy cannot be modified", asked to upgrade
+    ("airline_grok-3:14#0", "basic_economy_cabin_change_refused", False),  # the user wanted other flights too: that refusal is right
+    ("airline_gpt-5.4:32#0", "basic_economy_flights_changed_with_upgrade", True),
+    ("retail_gpt-4.1-sft:111#0", "pending_swap_error_not_recovered", True),
+    ("retail_gpt-4.1:86#0", "pending_swap_not_offered", True),
+    ("airline_gpt-4.1:44#0", "durations_said_unavailable", True),
+    ("airline_claude-opus-4-6:23#0", "cancelled_not_rebooked", True),
+    ("airline_gpt-4.1:19#0", "cancelled_not_rebooked", False),  # "I would rather rebook later"
+    ("airline_gpt-oss-120b:21#0", "value_seen_nowhere", False),  # ids read by an earlier call of a merged batch
+]
+
+
+@pytest.mark.parametrize(("tid", "rule", "fires"), RULE_CASES)
+def test_rules_written_from_real_failures(scored, tid, rule, fires):
+    """Each rule added for issue 34, on the tune trajectory that motivated it (and one it must leave alone)."""
+    from factory.analyze.offline import OfflineLabeler
+
+    trajectory = scored.trajectories[tid]
+    assert json.loads(SPLIT.read_text())[tid] == "tune"
+    findings = OfflineLabeler(scored.result.resolution.tasks, trust={}).findings(trajectory)
+    assert any(f.rule == rule and f.label == CapabilityLabel.LACKING for f in findings) is fires, [(f.rule, f.reason) for f in findings if f.label == CapabilityLabel.LACKING]

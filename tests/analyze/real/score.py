@@ -14,6 +14,7 @@ from factory.analyze.agreement import Agreement, HandLabel, agreement, load_hand
 from factory.analyze.importers import load_trajectories
 from factory.analyze.pipeline import AnalysisResult, AnalyzeConfig, analyze
 from factory.analyze.tasks import TaskIndex, load_tasks
+from schemas.trajectory import Trajectory
 
 HERE = Path(__file__).parent
 DATA, LABELS, SPLIT = HERE / "data", HERE / "labels.jsonl", HERE / "split.json"
@@ -27,6 +28,7 @@ class Scored:
     hand: dict[str, HandLabel]
     result: AnalysisResult
     counted: dict[str, bool]
+    trajectories: dict[str, Trajectory]
 
     def figures(self, split: str | None = None) -> Agreement:
         only = {i for i, h in self.hand.items() if split is None or h.split == split}
@@ -60,7 +62,7 @@ def run(split: str | None = None) -> Scored:
     trajectories = [t for t in imported.trajectories if split is None or hand[t.id].split == split]
     result = analyze(trajectories, AnalyzeConfig(bootstrap=0), tasks=tasks)
     counted = {t.id: t.success or result.attributions[t.id].attributable for t in trajectories}
-    return Scored(hand, result, counted)
+    return Scored(hand, result, counted, {t.id: t for t in trajectories})
 
 
 if __name__ == "__main__":
