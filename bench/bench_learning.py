@@ -72,13 +72,13 @@ def model_settings(name: str) -> dict:
     return {"model": str(spec.submodule_search_locations[0]), "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
 
 
-def register(capability: str, root: Path) -> str:
+def register(capability: str, root: Path, sandbox: str = "auto") -> str:
     from env_registry.registration import register_all
     from factory.build import build_from_blueprint
     from factory.validation.gate import Gate
 
     started = time.perf_counter()
-    result = build_from_blueprint(capability, registry_root=root, gate=Gate(backend="bwrap"))
+    result = build_from_blueprint(capability, registry_root=root, gate=Gate(backend=sandbox))
     if not result.registered and not result.gym_id:
         sys.exit(f"the gate did not pass the {capability} blueprint: {result.error or result}")
     register_all(root)
@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (use 1 on a busy machine: more threads spin-wait)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--sandbox", default="auto", help="sandbox backend of the gate and the env workers (bwrap, docker, auto)")
     parser.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
                         help="any other training setting, as `factory train --set` (e.g. rollout.temperature=0.6); repeatable")
     for key, value in PRESETS["tiny"].items():
@@ -116,9 +117,9 @@ def main() -> None:
     atexit.register(shutil.rmtree, registry, True)  # the registered env is the run's own; nothing left in /tmp
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so atexit runs (training installs its own stop)
     os.environ["TRACE_FACTORY_REGISTRY"] = str(registry)
-    env_id = register(args.capability, registry)
+    env_id = register(args.capability, registry, args.sandbox)
     settings = [
-        f"threads={args.threads}", "sandbox='bwrap'", f"seed={args.seed}", f"grpo.groups={preset['groups']}",
+        f"threads={args.threads}", f"sandbox={json.dumps(args.sandbox)}", f"seed={args.seed}", f"grpo.groups={preset['groups']}",
         f"grpo.group_size={preset['group_size']}", f"grpo.lr={preset['lr']}", "grpo.micro_batch_size=4",
         f"lora.rank={preset['lora_rank']}", f"lora.alpha={preset['lora_rank']}", f"rollout.temperature={preset['temperature']}",
         f"rollout.max_new_tokens={preset['max_new_tokens']}", "rollout.max_seq_len=4096", "rollout.compact_tools=true",

@@ -331,6 +331,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-trl", action="store_true", help="leave TRL's GRPOTrainer out")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--sandbox", default="auto", help="sandbox backend of the env workers (bwrap, docker, auto)")
     args = parser.parse_args()
 
     import torch
@@ -345,7 +346,7 @@ def main() -> None:
     os.environ["TRACE_FACTORY_REGISTRY"] = str(root)
     env_id = register_env(root, args.env)
     settings = load_config(None, [
-        f"threads={args.threads}", "sandbox='bwrap'", f"grpo.groups={args.groups}", f"grpo.group_size={args.group_size}",
+        f"threads={args.threads}", f"sandbox={json.dumps(args.sandbox)}", f"grpo.groups={args.groups}", f"grpo.group_size={args.group_size}",
         f"grpo.micro_batch_size={args.micro_batch}", f"rollout.max_new_tokens={args.max_new_tokens}",
     ], model=str(ensure_tiny_model(spec=TinySpec(hidden_size=128, intermediate_size=384))),
         output_dir=tempfile.mkdtemp(prefix="bench-train-run-"))

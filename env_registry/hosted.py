@@ -8,14 +8,18 @@ checked by shape (:mod:`schemas.wire`) before anything uses it: a malformed one 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import hashlib
+import json
 import secrets
+import threading
 from typing import Any
 
 from trace_env.engine import StepResult
 from trace_env.sdk import Turn
 from sandbox import SandboxLimits, WorkerBadReply, open_sandbox
-from sandbox.errors import RequestNotEncodable
+from sandbox.errors import RequestNotEncodable, WorkerTimeout
 from sandbox.base import Sandbox, Worker
 from sandbox.leftovers import reap_once
 from schemas.wire import MalformedReply, check_reply
@@ -29,6 +33,44 @@ WORKER_LIMITS = SandboxLimits(cpu_seconds=6 * 3600)
 router. One definition, so nothing an env can observe from inside (rlimits, cgroup, tmpfs sizes) tells the gate
 from training. RLIMIT_CPU is a run's, not one job's: it is cumulative per process, and a pooled worker serves
 every episode of a run; what keeps an env's calls cheap is the gate's per-call CPU and wall budget."""
+
+
+STEP_TIMEOUT_S = 10.0
+"""The longest one ``reset``, ``step`` or ``truncate`` of a :class:`SandboxedRunner` may take (the caller's RPC timeout
+when that is shorter). A hundred times the gate's step budget: only a stall reaches it. Past it the worker is killed
+from the host, which ends a stall in native code too (a ``select`` sleep, a backtracking regex), where nothing inside
+the interpreter could interrupt it."""
+
+_STALLS_KEPT = 4096
+
+
+class EnvStalled(WorkerTimeout):
+    """The env's reset or step did not return within its deadline: the env's fault (a sleep, a blocking call or a
+    runaway computation in its code), not the agent's. The worker was killed; the runner's next reset starts a
+    fresh one. The same seed and actions stall at once after that (envs are deterministic), without running."""
+
+
+class _StallMemo:
+    """(env source, seed, turn limit, actions so far) of every call that stalled in this process, bounded: a replay of
+    a stalled episode on a fresh worker (the training pool replays a failed step) fails at once instead of stalling
+    for the whole deadline again."""
+
+    def __init__(self) -> None:
+        self._seen: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            return self._seen.get(key)
+
+    def add(self, key: str, message: str) -> None:
+        with self._lock:
+            self._seen[key] = message
+            while len(self._seen) > _STALLS_KEPT:
+                self._seen.popitem(last=False)
+
+
+STALLS = _StallMemo()
 
 
 def random_hash_seed() -> int:
@@ -77,9 +119,13 @@ class SandboxedEnv:
         rpc_timeout_s: float = 30.0,
         module_name: str | None = None,
         hash_seed: int | None = None,
+        step_timeout_s: float | None = None,
     ) -> None:
         self.source = source
         self.rpc_timeout_s = rpc_timeout_s
+        self.load_timeout_s = load_timeout_s
+        #: The deadline of one reset, step or truncate (:data:`STEP_TIMEOUT_S` unless given; never past the RPC timeout).
+        self.step_timeout_s = min(rpc_timeout_s, STEP_TIMEOUT_S if step_timeout_s is None else step_timeout_s)
         reap_once()  # sandboxes left behind by processes that died (kill -9) before this one opens its own
         self.sandbox: Sandbox = open_sandbox(backend, limits or WORKER_LIMITS)
         try:
@@ -102,6 +148,12 @@ class SandboxedEnv:
         except MalformedReply as exc:
             raise WorkerBadReply(f"env worker: {exc}") from None
 
+    def revive(self) -> None:
+        """A fresh worker with the env loaded, in place of one that was killed (a stall); nothing if it runs."""
+        if not self.worker.alive:
+            self.worker.restart()
+            self.info = self.call("load", {"source": self.source, "module_name": ENV_MODULE}, timeout_s=self.load_timeout_s)
+
     def close(self) -> None:
         self.sandbox.close()
 
@@ -122,24 +174,59 @@ class SandboxedRunner:
             raise WorkerBadReply("env worker: the env did not declare its capability and tools when it loaded")
         self.capability: str = capability
         self.tool_schemas: list[dict[str, Any]] = tools
+        self._source_key = hashlib.sha256(hosted.source.encode("utf-8", "surrogatepass")).hexdigest()
+        self._trail = hashlib.sha256()  # the episode so far: seed, turn limit, actions
+        self._seed: int | None = None
+        self._turn = 0
+        self._stalled = False
 
     def reset(self, seed: int, max_steps: int | None = None) -> StepResult:
         params: dict[str, Any] = {"seed": int(seed)}
         if max_steps is not None:
             params["max_steps"] = int(max_steps)
-        return _step_result(self.hosted.call("reset", params))
+        self._seed, self._turn = int(seed), 0
+        self._trail = hashlib.sha256(f"{self._source_key}/{int(seed)}/{max_steps}".encode())
+        if self._stalled:  # a stall killed the worker: the next episode gets a fresh one
+            self._stalled = False
+            self.hosted.revive()
+        return self._timed("reset", params, "its reset")
 
     def truncate(self) -> StepResult:
         """End the running episode from outside; the worker grades the state reached."""
-        return _step_result(self.hosted.call("truncate"))
+        return self._timed("truncate", {}, "grading at truncation", remember=False)
 
     def step(self, action: Any) -> StepResult:
         """The action is made plain once and written as JSON once (by the worker client); one that cannot be
         written is refused with a call the env answers with an error observation, and the episode goes on."""
+        self._turn += 1
+        plain = action_to_json(action)
         try:
-            return _step_result(self.hosted.call("step", {"action": action_to_json(action)}))
+            return self._timed("step", {"action": plain}, f"step {self._turn}")
         except RequestNotEncodable as exc:
-            return _step_result(self.hosted.call("step", {"action": refused_action(exc.cause)}))
+            return self._timed("step", {"action": refused_action(exc.cause)}, f"step {self._turn}")
+
+    def _timed(self, method: str, params: dict[str, Any], what: str, remember: bool = True) -> StepResult:
+        """One call under the step deadline. A call that stalled before on the same env, seed and actions raises
+        :class:`EnvStalled` without running; one that stalls now kills the worker and raises it."""
+        if remember:  # the trail advances only with what reached the env (an unencodable action raises first)
+            try:
+                self._trail.update(json.dumps(params, sort_keys=True, default=str).encode())
+            except (ValueError, RecursionError):
+                pass
+        key = self._trail.hexdigest()
+        known = STALLS.get(key) if remember else None
+        if known is not None:
+            raise EnvStalled(f"{known} (it stalled on this seed and these actions before; not run again)")
+        try:
+            return _step_result(self.hosted.call(method, params, timeout_s=self.hosted.step_timeout_s))
+        except WorkerTimeout:
+            message = (f"the env stalled: {what} on seed {self._seed} did not return within {self.hosted.step_timeout_s:g} s "
+                       f"(a sleep, a blocking call or a runaway computation in the env's own code, {self.capability}); "
+                       "its worker was killed and the next episode gets a fresh one")
+            if remember:
+                STALLS.add(key, message)
+            self._stalled = True
+            raise EnvStalled(message) from None
 
     def close(self) -> None:
         self.hosted.close()

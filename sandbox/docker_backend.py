@@ -9,6 +9,11 @@ container's processes from the host). This module ties them to the :class:`~sand
 
 After every exec, every process in the container that is not PID 1 or part of a live worker is killed, so
 nothing outlives an exec. Execs in one sandbox are serialised for that reason.
+
+Every container runs as a host uid of its own, held host-wide from open() to the end of close() as bwrap's are
+(:mod:`sandbox.uids`): the kernel's per-user budgets (inotify instances and watches, RLIMIT_NPROC, locks, message
+queues, keys) are then never shared between two sandboxes, so one env that takes all of them starves no other.
+Environments get only the standard ``PATH`` directories (the image's interpreter prefix is the host's).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import uuid
 import weakref
 from typing import Any
 
-from sandbox import docker_exec, docker_fifo, leftovers, runtime
+from sandbox import docker_exec, docker_fifo, leftovers, runtime, uids
 from sandbox.base import (
     Channel,
     ExecResult,
@@ -80,6 +85,13 @@ class DockerSandbox(Sandbox):
         self._lease: leftovers.Lease | None = None
         self._finalizer: weakref.finalize | None = None
         self._channels = None  # host directory of the workers' FIFOs (None: the protocol rides the attach stream)
+        self._uid_hold: uids.UidHold | None = None
+        self.uid = self.gid = runtime.SANDBOX_UID
+
+    @property
+    def user(self) -> str:
+        """``uid:gid`` every process of this sandbox runs as."""
+        return f"{self.uid}:{self.gid}"
 
     @property
     def workdir(self) -> str:
@@ -90,22 +102,24 @@ class DockerSandbox(Sandbox):
         if self._opened:
             return
         path = image_search_path(self.client, self.image)
-        self._env = host_env_allowlist(runtime.INSIDE_WORK, runtime.INSIDE_RUNTIME, path)
+        self._env = host_env_allowlist(runtime.INSIDE_WORK, runtime.INSIDE_RUNTIME, standard_path(path))
         rt_volume = runtime_volume(self.client, self.image)
         try:
+            self._uid_hold = uids.allocate()  # no other live sandbox (bwrap's or Docker's) runs as it
+            self.uid = self.gid = self._uid_hold.uid
             self._lease = leftovers.Lease(self.name, self.backend, container=self.name, volume=self.name)
-            self.volume = create_work_volume(self.client, self.name, self.limits, self.hardened)
+            self.volume = create_work_volume(self.client, self.name, self.limits, self.hardened, self.uid, self.gid)
             parent, self.warning = budget_parent(self.client) if self.hardened else (None, None)
             self._channels = docker_fifo.channels_dir(self.name)
             self.container = run_container(
                 self.client, self.image, self.name, limits=self.limits, hardened=self.hardened, env=self._env,
                 runtime_vol=rt_volume, cgroup_parent=parent,
-                channels=(str(self._channels), docker_fifo.INSIDE_CHANNELS) if self._channels else None,
+                channels=(str(self._channels), docker_fifo.INSIDE_CHANNELS) if self._channels else None, user=self.user,
             )
             # Safety net: if the owner forgets close() (or the interpreter exits), still remove it.
             self._finalizer = weakref.finalize(self, remove, self.client, self.container.id, self.name)
             self.container.reload()
-            self._inside = ContainerProcesses(self.client, self.container)
+            self._inside = ContainerProcesses(self.client, self.container, self.user)
         except Exception:
             self._opened = True
             self.close()
@@ -122,6 +136,8 @@ class DockerSandbox(Sandbox):
             self._finalizer.detach()
         if self._lease is not None:
             self._lease.release()
+        if self._uid_hold is not None:
+            self._uid_hold.release()  # after the container is gone: nothing runs as the uid any more
         try:
             self.client.close()  # no sockets left open until garbage collection
         except Exception:  # noqa: BLE001
@@ -142,12 +158,12 @@ class DockerSandbox(Sandbox):
                         dirs.add(d)
                         ti = tarfile.TarInfo(d)
                         ti.type, ti.mode = tarfile.DIRTYPE, 0o755
-                        ti.uid = ti.gid = runtime.SANDBOX_UID
+                        ti.uid, ti.gid = self.uid, self.gid
                         tar.addfile(ti)
                 raw = as_bytes(data)
                 ti = tarfile.TarInfo(norm)
                 ti.size, ti.mode, ti.mtime = len(raw), 0o644, int(time.time())
-                ti.uid = ti.gid = runtime.SANDBOX_UID
+                ti.uid, ti.gid = self.uid, self.gid
                 tar.addfile(ti, io.BytesIO(raw))
         try:
             ok = self.container.put_archive(runtime.INSIDE_WORK, buf.getvalue())
@@ -170,7 +186,7 @@ class DockerSandbox(Sandbox):
         with self._exec_lock:
             started = time.monotonic()
             exec_id = docker_exec.create(self.client, self.container.id, check_argv(argv), stdin=stdin is not None,
-                                         env=self._env)
+                                         env=self._env, user=self.user)
             sock, early = docker_exec.start_socket(self.client, exec_id)
             try:
                 killed, code = docker_exec.pump(self.client, exec_id, sock, early, stdin=stdin, out=out, err=err,
@@ -203,10 +219,10 @@ class DockerSandbox(Sandbox):
         assert inside is not None
         fifos = None
         if self._channels is not None and argv[:3] == ["python", "-m", "sandbox.shim"]:
-            fifos = docker_fifo.FifoPair(self._channels)  # the protocol past the daemon's relay
+            fifos = docker_fifo.FifoPair(self._channels, self.uid, self.gid)  # the protocol past the daemon's relay
             argv = [*argv[:4], "--fifo-dir", docker_fifo.INSIDE_CHANNELS, *argv[4:]]
         try:
-            exec_id = docker_exec.create(self.client, self.container.id, argv, stdin=True, env=self._env)
+            exec_id = docker_exec.create(self.client, self.container.id, argv, stdin=True, env=self._env, user=self.user)
             sock, early = docker_exec.start_socket(self.client, exec_id)
         except BaseException:
             if fifos is not None:
@@ -231,6 +247,16 @@ class DockerSandbox(Sandbox):
         if fifos is not None:
             return docker_fifo.FifoChannel(self.client, exec_id, sock, early, fifos, on_kill)
         return docker_exec.DockerChannel(self.client, exec_id, sock, early, on_kill)
+
+
+_STANDARD_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def standard_path(path: str) -> str:
+    """``path`` less what is not a standard directory (an image built from this host has the host's interpreter
+    prefix first; ``/usr/local/bin/python`` points at the same interpreter), so no exec's environment names it."""
+    kept = [p for p in path.split(":") if p in _STANDARD_PATH]
+    return ":".join(kept) if "/usr/local/bin" in kept else "/usr/local/bin:/usr/bin:/bin"
 
 
 _probe_lock = threading.Lock()

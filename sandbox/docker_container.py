@@ -2,12 +2,14 @@
 
 The container: no network (``network_mode=none``), read-only root filesystem, ``cap_drop=ALL``,
 ``no-new-privileges``, the project's default-deny seccomp profile (:mod:`sandbox.syscalls`; Docker's
-default one lets ``io_uring_setup`` through), uid/gid 65534, a pids limit, a memory limit (swap
+default one lets ``io_uring_setup`` through), a uid/gid of its own (:mod:`sandbox.uids`: per-user kernel budgets such
+as inotify instances are never shared with another sandbox), a pids limit, a memory limit (swap
 included; tmpfs pages count), a CPU quota, rlimits for CPU seconds / file size / core dumps,
 size-capped tmpfs ``/tmp`` and ``/dev/shm``, a per-sandbox work volume at ``/sandbox/work`` that is
 itself a tmpfs capped in bytes and inodes (so are /tmp and /dev/shm), RLIMIT_NOFILE, and the trusted runtime
 in a read-only volume at ``/sandbox/runtime``. Nothing from the host environment is passed in; no log driver.
-PID 1 is a tiny reaper (``python -S``) so orphans cannot pile up as zombies against the pids limit. With the
+PID 1 is a tiny reaper (``python -S``) so orphans cannot pile up as zombies against the pids limit; it re-executes
+itself with an empty environment first, so ``/proc/1/environ`` holds nothing Docker put there. With the
 cgroupfs driver the container lives under the parent group that holds all sandboxes' budget.
 
 Everything carries the label ``trace-factory.sandbox`` and its creator's owner id, so :func:`prune` removes
@@ -31,6 +33,9 @@ USER = f"{runtime.SANDBOX_UID}:{runtime.SANDBOX_GID}"
 LABEL = "trace-factory.sandbox"
 
 # PID 1: reap every child that dies (orphans are re-parented here), do nothing else.
+# BOOT_SRC runs first and re-executes PID 1 as INIT_SRC with an empty environment (Docker always sets PATH and
+# HOSTNAME; what PID 1 was started with stays readable in /proc/1/environ for its whole life).
+BOOT_SRC = "import os,sys\nos.execve(sys.executable,['python','-S','-c',sys.argv[1]],{})\n"
 INIT_SRC = (
     "import os,signal\n"
     "signal.pthread_sigmask(signal.SIG_BLOCK,{signal.SIGCHLD})\n"
@@ -99,11 +104,12 @@ def runtime_volume(client: Any, image: str) -> str:
     return name
 
 
-def create_work_volume(client: Any, name: str, limits: SandboxLimits, hardened: bool) -> Any:
-    """The sandbox's work volume: a tmpfs capped in bytes and inodes, owned by the sandbox user."""
+def create_work_volume(client: Any, name: str, limits: SandboxLimits, hardened: bool,
+                       uid: int = runtime.SANDBOX_UID, gid: int = runtime.SANDBOX_GID) -> Any:
+    """The sandbox's work volume: a tmpfs capped in bytes and inodes, owned by the sandbox's uid."""
     tmpfs = {"type": "tmpfs", "device": "tmpfs",
-             "o": f"size={limits.workdir_mb}m,nr_inodes={limits.workdir_inodes},uid={runtime.SANDBOX_UID},"
-                  f"gid={runtime.SANDBOX_GID},mode=0700,nosuid,nodev"}
+             "o": f"size={limits.workdir_mb}m,nr_inodes={limits.workdir_inodes},uid={uid},"
+                  f"gid={gid},mode=0700,nosuid,nodev"}
     return client.volumes.create(
         name=name, labels={LABEL: "work", **owner_labels()}, driver="local", driver_opts=tmpfs if hardened else {},
     )
@@ -139,10 +145,11 @@ def budget_parent(client: Any) -> tuple[str | None, str | None]:
 
 def run_container(
     client: Any, image: str, name: str, *, limits: SandboxLimits, hardened: bool, env: dict[str, str], runtime_vol: str,
-    cgroup_parent: str | None = None, channels: tuple[str, str] | None = None,
+    cgroup_parent: str | None = None, channels: tuple[str, str] | None = None, user: str = USER,
 ) -> Any:
     """Start the locked-down container (work volume ``name`` must exist) with PID 1 the reaper. ``channels``:
-    (host directory, path inside) of the workers' FIFOs (:mod:`sandbox.docker_fifo`), mounted read-only."""
+    (host directory, path inside) of the workers' FIFOs (:mod:`sandbox.docker_fifo`), mounted read-only. ``user``:
+    ``uid:gid`` every process of the container runs as (the sandbox's own, :mod:`sandbox.uids`)."""
     lim = limits
     mb = 1024 * 1024
     Ulimit = docker_sdk().types.Ulimit
@@ -155,10 +162,10 @@ def run_container(
                  {**tmpfs, "/dev/shm": f"rw,nosuid,nodev,size={lim.shm_mb}m,mode=1777"}.items()}
     return client.containers.run(
         image,
-        ["python", "-S", "-c", INIT_SRC],
+        ["python", "-S", "-c", BOOT_SRC, INIT_SRC],
         name=name,
         detach=True,
-        user=USER,
+        user=user,
         network_mode="none",
         read_only=True,
         cap_drop=["ALL"],

@@ -44,11 +44,12 @@ class Demux:
         return out
 
 
-def create(client: Any, container_id: str, argv: list[str], *, stdin: bool, env: dict[str, str]) -> str:
-    """Create (not start) an exec of argv as the sandbox user in the work dir; returns its id."""
+def create(client: Any, container_id: str, argv: list[str], *, stdin: bool, env: dict[str, str], user: str = USER) -> str:
+    """Create (not start) an exec of argv as the sandbox user (``uid:gid``, the sandbox's own) in the work dir;
+    returns its id."""
     return client.api.exec_create(
         container_id, argv, stdout=True, stderr=True, stdin=stdin, tty=False,
-        user=USER, workdir=runtime.INSIDE_WORK, environment=env,
+        user=user, workdir=runtime.INSIDE_WORK, environment=env,
     )["Id"]
 
 

@@ -62,13 +62,13 @@ def remove_channels_dir(path: Path | None) -> None:
 class FifoPair:
     """The host's ends of one worker's request and reply FIFOs."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, uid: int = runtime.SANDBOX_UID, gid: int = runtime.SANDBOX_GID) -> None:
         self.name = secrets.token_hex(16)
         self.request_path = directory / f"{self.name}.in"
         self.reply_path = directory / f"{self.name}.out"
         for path in (self.request_path, self.reply_path):
             os.mkfifo(path, 0o600)
-            os.chown(path, runtime.SANDBOX_UID, runtime.SANDBOX_UID)
+            os.chown(path, uid, gid)  # the sandbox's own uid (sandbox.uids)
         self.request_fd = os.open(self.request_path, os.O_RDWR | os.O_CLOEXEC)
         self.reply_fd = os.open(self.reply_path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
         self.one_way = False

@@ -37,8 +37,9 @@ _KILL_INSIDE_SRC = (
 class ContainerProcesses:
     """The processes of one running container, as host pids: PID 1 (the reaper) and the live workers' trees."""
 
-    def __init__(self, client: Any, container: Any) -> None:
+    def __init__(self, client: Any, container: Any, user: str = USER) -> None:
         self.client = client
+        self.user = user
         self.container = container
         self.init_pid: int = int(container.attrs["State"]["Pid"])
         self.pidns: str | None = None
@@ -116,6 +117,6 @@ class ContainerProcesses:
         """Remote daemon: kill from inside (everything but PID 1, workers included)."""
         try:
             self.client.api.exec_start(self.client.api.exec_create(
-                self.container.id, ["python", "-S", "-c", _KILL_INSIDE_SRC], user=USER)["Id"])
+                self.container.id, ["python", "-S", "-c", _KILL_INSIDE_SRC], user=self.user)["Id"])
         except Exception:  # noqa: BLE001
             pass

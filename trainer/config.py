@@ -178,3 +178,82 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         data = read_toml(path, TrainError)
     source = f"--config {path}" if path is not None else "config"
     return load_settings(TrainConfig, data, overrides or [], values=values, source=source, error=TrainError)
+
+
+# --- defaults by model size (``factory train`` without --set for these keys) -----------------------------------
+#: Settings that worked, by the base model's parameter count: (upper bound, dotted key -> value). Below 50M (the
+#: 256-dim tiny Qwen3) the tiny preset of ``bench/bench_learning.py``; below 1B (SmolLM2-135M-Instruct) its SmolLM2
+#: preset (at GRPO lr 2e-4 or more one or two updates collapsed SmolLM2; at a reference share of 0.3 its samples
+#: never solved a seed). From 1B up the paper's recipe, the fields' own defaults. A key the user set (TOML,
+#: --set or a flag) is never replaced, and a warm start the user configured (any ``warm_start`` key) is taken
+#: whole: none of its keys is then chosen by size.
+SIZE_DEFAULTS: tuple[tuple[float, str, dict[str, Any]], ...] = (
+    (50e6, "tiny", {
+        "grpo.lr": 3e-4, "grpo.groups": 4, "grpo.group_size": 8, "rollout.temperature": 0.7, "warm_start.steps": 400, "warm_start.lr": 3e-3, "warm_start.batch_size": 8,
+        "warm_start.seeds": 256, "warm_start.reference_share": 0.3}),
+    (1e9, "small", {
+        "grpo.lr": 3e-5, "grpo.groups": 2, "grpo.group_size": 6, "rollout.temperature": 1.0, "warm_start.steps": 40,
+        "warm_start.lr": 4e-4, "warm_start.batch_size": 4, "warm_start.seeds": 160, "warm_start.reference_share": 0.5}),
+)
+
+
+def size_class(parameters: int | None) -> tuple[str, dict[str, Any]]:
+    """("tiny" | "small" | "large", the defaults of that size); an unknown size is "large" (the fields' own)."""
+    if parameters is not None:
+        for bound, name, values in SIZE_DEFAULTS:
+            if parameters < bound:
+                return name, values
+    return "large", {}
+
+
+def user_set(config: TrainConfig, key: str) -> bool:
+    """Whether the dotted ``key`` was given (TOML, --set, a flag), not left at its default."""
+    section, _, field = key.rpartition(".")
+    owner: BaseModel = config
+    for part in filter(None, section.split(".")):
+        if part not in owner.model_fields_set:
+            return False
+        owner = getattr(owner, part)
+    return field in owner.model_fields_set
+
+
+def with_size_defaults(config: TrainConfig, parameters: int | None) -> tuple[TrainConfig, dict[str, Any]]:
+    """``config`` with the defaults of its model's size (:data:`SIZE_DEFAULTS`) for every key the user did not set,
+    and the keys so chosen (empty: nothing changed)."""
+    _, values = size_class(parameters)
+    own_warm_start = bool(config.warm_start.model_fields_set) and "warm_start" in config.model_fields_set
+    chosen = {key: value for key, value in values.items()
+              if not user_set(config, key) and not (own_warm_start and key.startswith("warm_start."))}
+    if not chosen:
+        return config, {}
+    data = config.model_dump()
+    for key, value in chosen.items():
+        section, _, field = key.rpartition(".")
+        data[section][field] = value
+    resolved = TrainConfig.model_validate(data)
+    for name in config.model_fields_set:  # what the user set stays marked as set
+        resolved.model_fields_set.add(name)
+    return resolved, chosen
+
+
+def model_parameters(model: str | None, gguf_file: str | None = None) -> int | None:
+    """The base model's parameter count without loading its weights (None: not a local model this can read). A local
+    folder's ``config.json`` is built on the meta device; a GGUF file's tensors are counted from its header."""
+    if not model or not Path(model).is_dir():
+        return None
+    folder = Path(model)
+    try:
+        if gguf_file:
+            from gguf import GGUFReader
+
+            return int(sum(int(t.n_elements) for t in GGUFReader(str(folder / gguf_file)).tensors))
+        if not (folder / "config.json").is_file():
+            return None
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        with torch.device("meta"):
+            built = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(folder)))
+        return int(sum(p.numel() for p in built.parameters()))
+    except Exception:  # noqa: BLE001 - an unreadable model keeps the fields' own defaults; loading it says what is wrong
+        return None

@@ -120,7 +120,7 @@ def evaluate_adapter(env_id: str, config: Any, adapter_dir: str | None) -> Heldo
     """The held-out evaluation of ``adapter_dir`` on ``config.model`` (or of the base model alone when None),
     with the training run's renderer, engine, seeds and settings."""
     from trainer.engines import TransformersEngine
-    from trainer.model import load_base
+    from trainer.model import load_base, run_device
 
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -130,6 +130,7 @@ def evaluate_adapter(env_id: str, config: Any, adapter_dir: str | None) -> Heldo
         from peft import PeftModel
 
         policy = PeftModel.from_pretrained(base, adapter_dir)
+    policy.to(run_device())  # the engine puts its inputs where the weights are: on the GPU when the run had one
     policy.eval()
     chat = ChatFormat(tokenizer, config.rollout.compact_tools)
     engine = TransformersEngine(policy, chat, config.heldout.temperature, config.rollout.max_new_tokens)

@@ -23,6 +23,15 @@ def resolve_dtype(name: str) -> torch.dtype:
     return torch.float32
 
 
+def run_device() -> torch.device:
+    """The device a run's models go on, the one ``trainer.loop.make_accelerator`` picks: this process's CUDA
+    device when there is one, else the CPU. Evaluations outside a run (``evaluate_adapter``) use it too, so an
+    adapter is judged on the device it was trained on."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def load_base(config: TrainConfig, model: str | None = None) -> tuple[Any, Any]:
     """(model, tokenizer) for ``config.model`` (a folder, a hub id, or a folder holding ``gguf_file``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +99,15 @@ def plot_curve(rows: list[IterationMetrics], path: Path, title: str) -> Path | N
     held = [r for r in rows if r.phase == "heldout" and r.reward_mean is not None]
     if not points and not held:
         return None
-    import matplotlib
+    try:  # optional: a run on a machine without it keeps its metrics and adapter, and says why there is no plot
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"note: {path.name} not drawn: matplotlib is not installed (pip install matplotlib); "
+              f"the curve's figures are in {METRICS_FILE}", file=sys.stderr)
+        return None
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=110)
     if points:

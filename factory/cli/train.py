@@ -60,8 +60,8 @@ def train(
     overrides: Annotated[Optional[list[str]], typer.Option("--set", help="Override a config key, e.g. --set grpo.lr=2e-5 (repeatable).")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run folder (default: runs/<capability>); with --all one sub-folder per env.")] = None,
     iterations: Annotated[Optional[int], typer.Option("--iterations", min=1, help="GRPO iterations (grpo.iterations).")] = None,
-    groups: Annotated[Optional[int], typer.Option("--groups", min=1, help="Seeds per iteration, G (grpo.groups; default 4). Fewer: shorter iterations.")] = None,
-    group_size: Annotated[Optional[int], typer.Option("--group-size", min=2, help="Rollouts per seed, K (grpo.group_size; default 8).")] = None,
+    groups: Annotated[Optional[int], typer.Option("--groups", min=1, help="Seeds per iteration, G (grpo.groups; default by model size). Fewer: shorter iterations.")] = None,
+    group_size: Annotated[Optional[int], typer.Option("--group-size", min=2, help="Rollouts per seed, K (grpo.group_size; default by model size).")] = None,
     gguf_file: Annotated[Optional[str], typer.Option("--gguf-file", help="GGUF weights file inside --model.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --output from its last checkpoint (exit 2 if there is none: never a silent restart).")] = False,
     train_all: Annotated[bool, typer.Option("--all", help="Train one adapter per registered capability.")] = False,
@@ -77,6 +77,13 @@ def train(
     --lora-modules), metrics.jsonl, reward_curve.png, checkpoints/, summary.json. A checkpoint follows every
     iteration on small runs; SIGTERM or Ctrl-C stops at the next safe point, checkpoints, and says how to
     resume (--resume).
+
+    Defaults by model size: the learning rate, warm start, group sizes and sampling temperature that learnt on the
+    blueprints are chosen from the base model's parameter count for every one of those keys not set: under 50M
+    (tiny) grpo.lr 3e-4, 4x8 groups, temperature 0.7, a 400-step warm start at 3e-3 with 30% reference
+    episodes; under 1B (e.g. SmolLM2-135M) grpo.lr 3e-5, 2x6 groups, temperature 1.0, a 40-step warm start at
+    4e-4 with 50% reference episodes; from 1B up (or a hub id) the fields' own defaults. A key given in --config,
+    --set or a flag always wins; a warm start you configure (any warm_start key) is taken whole.
 
     Examples:
 
@@ -112,6 +119,7 @@ def train(
         return
     if not settings.model:
         fail("no base model: pass --model PATH (a local folder or a hub id) or set model in --config")
+    settings = _size_defaults(settings)
     main = os.environ.get("RANK", "0") == "0"  # under `accelerate launch` only rank 0 talks
     base = output or (Path(settings.output_dir) if settings.output_dir else None)
     runs = []
@@ -133,6 +141,20 @@ def train(
         raise typer.Exit(stopped["exit_code"])
     if not all(r["ok"] for r in results):
         raise typer.Exit(2 if all(r.get("exit_code") == 2 for r in results if not r["ok"]) else 1)
+
+
+def _size_defaults(settings: Any) -> Any:
+    """The learning rate, warm start and group sizes that worked for a model of this size, for every one of those
+    keys not set (trainer.config.SIZE_DEFAULTS); one line on stderr says which were chosen."""
+    from trainer.config import model_parameters, size_class, with_size_defaults
+
+    parameters = model_parameters(settings.model, settings.gguf_file)
+    resolved, chosen = with_size_defaults(settings, parameters)
+    if chosen and os.environ.get("RANK", "0") == "0":
+        picked = ", ".join(f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}" for key, value in chosen.items())
+        errors.print(f"defaults for a {parameters / 1e6:.1f}M-parameter model ({size_class(parameters)[0]}): {picked} "
+                     "(--set KEY=VALUE to choose otherwise)", highlight=False, soft_wrap=True)
+    return resolved
 
 
 def _preflight(runs: list[tuple[str, Any]], resume: bool) -> None:

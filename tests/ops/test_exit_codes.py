@@ -25,7 +25,8 @@ TASKS = SHARED_TARGETS / "tau2" / "airline" / "tasks.json"
 NEVER_SOLVED = TINY.replace('        rid = scenario.user["reservation_id"]\n        turns = [sdk.call(',
                             '        return [sdk.say("Hello.")]\n        rid = scenario.user["reservation_id"]\n        turns = [sdk.call(', 1)
 SMALL_TRAIN = ["--groups", "1", "--group-size", "2", "--set", "rollout.max_new_tokens=8", "--set", "rollout.max_seq_len=1024",
-               "--set", "threads=1", "--sandbox", "bwrap"]  # fmt: skip
+               "--set", "threads=1", "--set", "warm_start.steps=16", "--sandbox", "bwrap"]  # fmt: skip
+# (warm_start.steps: the former default, so a tiny model's size default of 400 steps does not slow the walk)
 
 
 @dataclass
