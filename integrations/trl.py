@@ -3,10 +3,10 @@
     from integrations.trl import trace_grpo
     trainer = GRPOTrainer(model=model, args=GRPOConfig(...), **trace_grpo("trace/precondition_verification-v0"))
 
-Why ``rollout_func`` and not ``environment_factory``: an env here is a conversation with a simulated user.
-TRL's ``environment_factory`` exposes an env's methods as tools and ends a rollout at the model's first
-reply without a tool call, so the user never answers and our envs, which grade the end of the
-conversation, always score 0. ``rollout_func`` lets the env drive the loop: every live episode generates
+Why a ``rollout_func`` too (``trl_env`` gives the ``environment_factory`` face): an env here is a
+conversation with a simulated user, and TRL's tool loop ends a rollout at the model's first reply without a
+tool call, so there the user can answer only through a tool. ``rollout_func`` lets the env drive the loop
+as in ``gym.make``, the user answering plain text: every live episode generates
 one assistant turn per step (batched, KV cache kept), the env answers (tool results, the user's reply),
 and the episode is returned as one sequence in which only the sampled tokens are trained on.
 
