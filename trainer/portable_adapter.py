@@ -28,11 +28,12 @@ def portable_base_name(name: str, cwd: Path | None = None) -> str:
     if cached:
         return f"{cached.group(1)}/{cached.group(2)}"
     local = Path(name).expanduser()
-    if not local.is_absolute():
-        local = (cwd or Path.cwd()) / local
+    if local.is_absolute():
+        return str(local)  # already loads from anywhere; kept as given (symlinks and all)
+    local = (cwd or Path.cwd()) / local
     if not local.exists():  # not a folder here: a hub id (or a name the user chose); nothing to resolve
         return name
-    return str(local.resolve())
+    return os.path.abspath(local)
 
 
 def make_portable(adapter_dir: Path, cwd: Path | None = None) -> str | None:

@@ -26,8 +26,8 @@ def test_an_adapter_saved_from_a_relative_model_path_loads_from_another_folder(
     with caplog.at_level(logging.WARNING, logger="trainer.portable_adapter"):
         adapter = checkpoint.write_adapter(policy, tmp_path / "run" / "adapter")
     written = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
-    assert written == str(tiny_model.resolve())
-    assert any("absolute path" in r.getMessage() and str(tiny_model.resolve()) in r.getMessage() for r in caplog.records)
+    assert written == os.path.abspath(tiny_model)
+    assert any("absolute path" in r.getMessage() and os.path.abspath(tiny_model) in r.getMessage() for r in caplog.records)
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
