@@ -4,6 +4,11 @@
     env = load_environment("trace/precondition_verification-v0", seeds=256)
     results = env.evaluate_sync(client, model="...", num_examples=8)
 
+or through verifiers' own loader and CLI, with this module as the installable environment module:
+
+    env = vf.load_environment("integrations.verifiers", env="trace/precondition_verification-v0")
+    vf-eval integrations.verifiers -a '{"env": "trace/precondition_verification-v0"}' -m MODEL -b URL
+
 Each rollout opens the env with ``gym.make`` (a sandbox worker), resets it with the row's seed and takes
 the system prompt, first user message and tool schemas from it; every assistant turn goes to the env as
 an OpenAI message, and the env's answer (tool results, the simulated user) comes back as the next
@@ -57,7 +62,7 @@ class TraceVerifiersEnv(vf.MultiTurnEnv):
 
     def __init__(self, env_id: str, *, seeds: int = 256, first_seed: int = 0, sandbox: str | None = None,
                  max_steps: int | None = None, max_turns: int = -1, **kwargs: Any) -> None:
-        self.env_id = env_id
+        self.trace_env_id = env_id
         self.make_kwargs = {k: v for k, v in {"sandbox": sandbox, "max_steps": max_steps}.items() if v is not None}
         rows = range(first_seed, first_seed + seeds)
         dataset = Dataset.from_dict({
@@ -65,14 +70,16 @@ class TraceVerifiersEnv(vf.MultiTurnEnv):
             "info": [{"seed": k} for k in rows],
         })
         rubric = vf.Rubric(funcs=[self.trace_reward], weights=[1.0])
-        super().__init__(dataset=dataset, rubric=rubric, max_turns=max_turns, env_id=env_id, **kwargs)
+        # verifiers names an env by the module that loads it (its env servers reload it from env_id + env_args)
+        env_args = {"env": env_id, "seeds": seeds, "first_seed": first_seed, "max_turns": max_turns, **self.make_kwargs}
+        super().__init__(dataset=dataset, rubric=rubric, max_turns=max_turns, env_id=__name__, env_args=env_args, **kwargs)
 
     async def trace_reward(self, state: Any, **_: Any) -> float:
         """The env's reward for the episode (0 when the env never ended or graded it, e.g. it failed to start)."""
         return float(state.get("trace_reward") or 0.0)
 
     async def setup_state(self, state: Any) -> Any:
-        env = await asyncio.to_thread(gym.make, self.env_id, **self.make_kwargs)
+        env = await asyncio.to_thread(gym.make, self.trace_env_id, **self.make_kwargs)
         state["trace_env"] = env
         state["trace_sent"] = 0
         _, info = await asyncio.to_thread(env.reset, seed=int(state["info"]["seed"]))
@@ -117,7 +124,14 @@ class TraceVerifiersEnv(vf.MultiTurnEnv):
             await asyncio.to_thread(env.close)
 
 
-def load_environment(env_id: str, **kwargs: Any) -> TraceVerifiersEnv:
-    """The verifiers entry point: ``env_id`` is a registered ``trace/<capability>-v<N>``; ``kwargs`` go to
-    :class:`TraceVerifiersEnv` (``seeds``, ``first_seed``, ``sandbox``, ``max_steps``, ``max_turns``)."""
-    return TraceVerifiersEnv(env_id, **kwargs)
+def load_environment(env: str, **kwargs: Any) -> TraceVerifiersEnv:
+    """The verifiers entry point: ``env`` is a registered ``trace/<capability>-v<N>``; ``kwargs`` go to
+    :class:`TraceVerifiersEnv` (``seeds``, ``first_seed``, ``sandbox``, ``max_steps``, ``max_turns``).
+
+    verifiers finds this module by its import name, so its own loader and CLI reach every registered env:
+    ``vf.load_environment("integrations.verifiers", env="trace/x-v0")`` and
+    ``vf-eval integrations.verifiers -a '{"env": "trace/x-v0"}'``. The parameter is ``env``, not ``env_id``:
+    verifiers' ``load_environment(env_id, **env_args)`` takes ``env_id`` for the module's name."""
+    if not isinstance(env, str) or not env.startswith("trace/"):
+        raise ValueError(f"env={env!r}: pass a registered env id, e.g. env='trace/precondition_verification-v0' (see factory envs list)")
+    return TraceVerifiersEnv(env, **kwargs)

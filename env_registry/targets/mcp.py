@@ -12,7 +12,10 @@ state and nothing is left behind.
 
 Any other server declares how an episode gets a fresh world (``MCPServerSpec.reset``): its reset tool is
 called, or its stdio process is restarted, or - a server reached by URL without one - a second episode on
-it is refused unless ``allow_shared_state`` says to run it on the world the last one left. A server that
+it is refused unless ``allow_shared_state`` says to run it on the world the last one left. A restart is no
+reset for a server that keeps its world in files: one that declares its folder (``workdir``) has the folder
+put back as it was before every episode (``mcp_workdir``); one that does not and writes files where it runs
+is refused before its second episode, in one line naming ``workdir``. A server that
 returns its world's state from a tool (``state_tool``) gets the task's DB check on that state, the gold
 replay running on a fresh server of its own; otherwise the check says it could not read the state.
 
@@ -25,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import re
 import shutil
 import tempfile
 import threading
@@ -36,6 +41,7 @@ from env_registry.targets.backend import Replay, TargetBackend, ToolOutcome
 from env_registry.targets.dbhash import DBShape, db_hash
 from env_registry.targets.errors import TargetConfigError, TargetProtocolError
 from env_registry.targets.mcp_connection import MCPConnection, MCPServerSpec
+from env_registry.targets.mcp_workdir import Fingerprint, WorkdirSnapshot, changed, fingerprint
 from env_registry.targets.tasks import Action
 
 _HASHES: dict[tuple[str, str], str] = {}  # state-file bytes -> τ² hash: unchanged states (fresh ones) hash once
@@ -70,6 +76,8 @@ class MCPBackend(TargetBackend):
         self._server_info = ""
         self._mode: str | None = None
         self._episodes = 0
+        self._snapshot: WorkdirSnapshot | None = None
+        self._watched: Fingerprint | None = None
         prefix = uuid.uuid4().hex
         self._episode_key = f"trace-factory/{prefix}/episode"
         self._scratch_key = f"trace-factory/{prefix}/scratch"
@@ -82,6 +90,11 @@ class MCPBackend(TargetBackend):
         if self._conn is None:
             if importlib.util.find_spec("mcp") is None:
                 raise TargetConfigError("the 'mcp' package is not installed: pip install 'trace-factory[targets]'")
+            self._check_environment()
+            if self.spec.workdir and self._snapshot is None:
+                self._snapshot = self._take_snapshot(Path(self.spec.workdir))
+            elif not self.spec.workdir and self.spec.command:
+                self._watched = fingerprint(Path.cwd())
             env = {}
             if self.spec.state_dir_env and self.spec.command:
                 if self._state_dir is None:
@@ -90,6 +103,22 @@ class MCPBackend(TargetBackend):
             self._conn = MCPConnection(self.spec, env)
             self._load_tools(self._conn)
         return self._conn
+
+    def _check_environment(self) -> None:
+        missing = [name for name in self.spec.inherit_env if name not in os.environ]
+        if missing and self.spec.command:
+            raise TargetConfigError(
+                f"MCP server `{self.spec.describe()}` needs the environment variable(s) {', '.join(missing)} (inherit_env), "
+                "which are not set here: export them, or give their values in the server's env"
+            )
+
+    def _take_snapshot(self, folder: Path) -> WorkdirSnapshot:
+        if not folder.is_dir():
+            raise TargetConfigError(f"MCP server `{self.spec.describe()}` workdir {folder} is not a folder: create it, or fix workdir")
+        try:
+            return WorkdirSnapshot(folder.resolve())
+        except OSError as exc:
+            raise TargetConfigError(f"MCP server `{self.spec.describe()}` workdir {folder} cannot be copied ({exc}); fix its permissions") from None
 
     def _load_tools(self, conn: MCPConnection) -> None:
         listed, cursor = [], None
@@ -138,7 +167,9 @@ class MCPBackend(TargetBackend):
         """How episodes get a fresh world here: ``tool``, ``restart`` or ``none`` (``auto`` resolved on the tool list)."""
         if self._mode is None:
             mode = self.spec.reset
-            if mode == "auto":
+            if self.spec.workdir:
+                mode = "workdir"
+            elif mode == "auto":
                 self._connection()
                 mode = "tool" if self.spec.reset_tool in self._server_tools else "restart" if self.spec.command else "none"
             self._mode = mode
@@ -156,7 +187,13 @@ class MCPBackend(TargetBackend):
         mode = self.reset_mode
         if mode == "tool":
             self._reset_key(self._episode_key)
+        elif mode == "workdir" and self._episodes:
+            self._stop_server()
+            assert self._snapshot is not None
+            self._snapshot.restore()
+            self._connection()
         elif mode == "restart" and self._episodes:
+            self._refuse_written_files()
             self._restart()
         elif mode == "none":
             server = self.spec.url or " ".join(self.spec.command or [])
@@ -171,9 +208,21 @@ class MCPBackend(TargetBackend):
                 _UNRESET[server] = started + 1
         self._episodes += 1
 
+    def _refuse_written_files(self) -> None:
+        """A restarted server that keeps files where it runs would start in the last episode's world: refuse."""
+        written = changed(self._watched, fingerprint(Path.cwd()))
+        if written and not self.spec.allow_shared_state:
+            shown = ", ".join(written[:3]) + (f" and {len(written) - 3} more" if len(written) > 3 else "")
+            raise TargetConfigError(
+                f"MCP server `{self.spec.describe()}` changed files in its working folder {Path.cwd()} ({shown}), so a restart "
+                "would not reset its world: declare the folder it keeps its state in as workdir "
+                "(MCPServerSpec(workdir=...): restored before every episode), give it a reset tool (--reset-tool), "
+                "or pass --allow-shared-state to run on it anyway"
+            )
+
     def _restart(self) -> None:
         """A fresh server process for the next episode (its state dir, if any, emptied too)."""
-        self.close()
+        self._stop_server()
         self._connection()
 
     def _call(self, key: str, name: str, arguments: dict[str, Any]) -> ToolOutcome:
@@ -292,7 +341,16 @@ class MCPBackend(TargetBackend):
         if not self.spec.command:
             return Replay(None, unreadable="a server reached by URL without keyed states has one world: the gold replay needs a fresh one")
         self._connection()  # tools known
-        scratch = MCPConnection(self.spec, {})
+        spec, holder = self.spec, None
+        if self._snapshot is not None:  # the gold replay gets a copy of the pristine folder, not the episode's
+            holder = Path(tempfile.mkdtemp(prefix="trace-mcp-replay-"))
+            spec = self.spec.model_copy(update={"workdir": str(self._snapshot.restore(holder / "workdir"))})
+        try:
+            scratch = MCPConnection(spec, {})
+        except BaseException:
+            if holder is not None:
+                shutil.rmtree(holder, ignore_errors=True)
+            raise
         try:
             errors = []
             for index, action in enumerate(actions):
@@ -302,8 +360,21 @@ class MCPBackend(TargetBackend):
             return Replay(self._state_via_tool(scratch, self._scratch_key), errors)
         finally:
             scratch.close()
+            if holder is not None:
+                shutil.rmtree(holder, ignore_errors=True)
 
     def close(self) -> None:
+        """Stops the server; a declared workdir is left as it was found, not as the last episode left it."""
+        self._stop_server()
+        if self._snapshot is not None:
+            try:
+                self._snapshot.restore()
+            except OSError:
+                pass
+            self._snapshot.close()
+            self._snapshot = None
+
+    def _stop_server(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -318,7 +389,8 @@ def _text_of(result: Any) -> str:
 
 
 def parse_server(text: str) -> MCPServerSpec:
-    """``--server`` values: an ``http(s)://`` URL, or a command line (split like a shell would)."""
+    """``--server`` values: an ``http(s)://`` URL, or a command line (split like a shell would), which may start
+    with ``NAME=value`` assignments, as in a shell, for the server's environment."""
     import shlex
 
     text = text.strip()
@@ -330,4 +402,13 @@ def parse_server(text: str) -> MCPServerSpec:
         argv = shlex.split(text)
     except ValueError as exc:
         raise TargetConfigError(f"cannot parse MCP server command {text!r}: {exc}") from None
-    return MCPServerSpec(command=argv)
+    env: dict[str, str] = {}
+    while argv and _ASSIGNMENT.match(argv[0]):
+        name, _, value = argv.pop(0).partition("=")
+        env[name] = value
+    if not argv:
+        raise TargetConfigError(f"MCP server {text!r} sets variables but names no command to run")
+    return MCPServerSpec(command=argv, env=env)
+
+
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")

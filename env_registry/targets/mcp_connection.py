@@ -37,6 +37,16 @@ class MCPServerSpec(BaseModel):
     command: list[str] | None = Field(default=None, description="argv of a stdio server")
     url: str | None = Field(default=None, description="Streamable HTTP endpoint of a running server")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for a stdio server")
+    inherit_env: list[str] = Field(
+        default_factory=list,
+        description="names of variables a stdio server takes from the caller's environment (an API key, a config path); "
+        "the SDK otherwise passes only HOME, PATH, SHELL, TERM, USER and LOGNAME",
+    )
+    workdir: str | None = Field(
+        default=None,
+        description="the folder a stdio server keeps its files or database in: it runs there, the folder is copied "
+        "when the backend starts, and put back as it was (and the server restarted) before every episode",
+    )
     state_dir_env: str | None = Field(
         default=None, description="environment variable naming the folder where the server persists per-key state files"
     )
@@ -67,6 +77,8 @@ class MCPServerSpec(BaseModel):
             raise ValueError("give exactly one of command (a stdio server) or url (a Streamable HTTP server)")
         if self.reset == "restart" and not self.command:
             raise ValueError("reset 'restart' needs a stdio server (a command); a server reached by URL cannot be restarted")
+        if self.workdir and not self.command:
+            raise ValueError("workdir needs a stdio server (a command): a server reached by URL cannot be restarted on a restored folder")
         return self
 
     def describe(self) -> str:
@@ -115,7 +127,7 @@ class MCPConnection:
 
         _capture_sdk_logs()
         self.spec = spec
-        self._env = {**spec.env, **(env or {})}
+        self._env = {**{name: os.environ[name] for name in spec.inherit_env if name in os.environ}, **spec.env, **(env or {})}
         self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self._portal_cm = start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
@@ -144,7 +156,7 @@ class MCPConnection:
 
         self._closing = anyio.Event()
         if self.spec.command:
-            params = StdioServerParameters(command=self.spec.command[0], args=self.spec.command[1:], env=self._env)
+            params = StdioServerParameters(command=self.spec.command[0], args=self.spec.command[1:], env=self._env, cwd=self.spec.workdir)
             transport: Any = stdio_client(params, errlog=self._stderr)
         else:
             transport = str(self.spec.url)

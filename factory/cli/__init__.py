@@ -14,6 +14,7 @@ import typer
 
 from factory.cli import analyze, build, envs, rollout, route, run, sandbox, train, validate
 from factory.cli import eval as evaluate
+from factory.cli import serve
 from factory.cli.common import errors, last_resort, safe, usage_message
 from factory.cli.exits import CONTRACT, after_stop, install_signal_handlers
 from sandbox.leftovers import reap_once
@@ -70,6 +71,7 @@ app.command("route", epilog=CONTRACT)(route.route)
 app.command("eval", epilog=CONTRACT)(evaluate.eval_command)
 app.command("run", epilog=CONTRACT)(run.run_command)
 app.add_typer(sandbox.app, name="sandbox", epilog=CONTRACT)
+app.command("serve", epilog=CONTRACT)(serve.serve_command)
 for _group in (envs.app, sandbox.app):
     for _info in _group.registered_commands:
         _info.epilog = _info.epilog or CONTRACT

@@ -41,7 +41,7 @@ ALL = command_paths()
 
 
 def test_the_walk_finds_every_command() -> None:
-    assert ["rollout"] in ALL and ["envs", "remove"] in ALL and ["sandbox", "exec"] in ALL and len(ALL) == 15
+    assert ["rollout"] in ALL and ["envs", "remove"] in ALL and ["sandbox", "exec"] in ALL and ["serve"] in ALL and len(ALL) == 16
 
 
 @pytest.mark.parametrize("path", ALL, ids=[" ".join(p) for p in ALL])
