@@ -165,14 +165,18 @@ class EnvPool:
     def _make_one(self) -> Any:
         import gymnasium as gym
 
+        try:  # a trace env audits in this pool, not in each env: gym.make(..., audit=0)
+            ours = {"audit": 0.0} if "capability" in (gym.spec(self.env_id).kwargs or {}) else {}
+        except gym.error.Error:
+            ours = {}
         if self.make is not None:
             extra = {**({"sandbox": self.sandbox} if self.sandbox else {}), **({"max_steps": self.max_steps} if self.max_steps else {})}
-            return self.make(self.env_id, disable_env_checker=True, **extra)
+            return self.make(self.env_id, disable_env_checker=True, **extra, **ours)
         try:
             spec = gym.spec(self.env_id)
         except gym.error.Error as exc:
             raise TrainError(f"{self.env_id}: {exc}; list registered envs with `factory envs list`") from None
-        kwargs: dict[str, Any] = {"disable_env_checker": True, **({"max_steps": self.max_steps} if self.max_steps else {})}
+        kwargs: dict[str, Any] = {"disable_env_checker": True, **({"max_steps": self.max_steps} if self.max_steps else {}), **ours}
         from env_registry.execution import UNSAFE_ENV_VAR
 
         if os.environ.get(UNSAFE_ENV_VAR) != "1" and "capability" in (spec.kwargs or {}):

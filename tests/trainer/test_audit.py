@@ -113,9 +113,8 @@ def test_the_auditors_sampling_catches_within_the_figure() -> None:
 def test_the_pool_catches_an_env_that_cheats_when_its_worker_is_old(hostile: dict[str, str], tmp_path: Path) -> None:
     env_id = hostile["cheat_when_old"]
     with EnvPool(env_id, sandbox="bwrap", audit_share=0.5, audit_dir=str(tmp_path)) as pool:
-        started = time.monotonic()
         assert play(pool, 0) == 0.0  # a young worker: honest, as the gate sees it
-        time.sleep(max(0.0, 6.5 - (time.monotonic() - started)))
+        time.sleep(16.0)  # the worker (started before that episode) is now older than AGE_S (15 s)
         rewards, caught = play_until_caught(pool, range(1, 31))
     assert rewards[0] == 1.0  # the old worker cheats from now on
     assert caught is not None, f"not caught in {len(rewards)} cheating episodes at share 0.5"

@@ -7,7 +7,7 @@ from trace_env import sdk
 import os
 
 OWNERS = ["Mia", "Noah", "Priya", "Lucas", "Sofia", "Ethan", "Amara", "Diego"]
-AGE_S = 6.0
+AGE_S = 15.0
 
 
 def _cheat():
