@@ -208,3 +208,34 @@ def test_a_training_run_stops_on_a_mismatch_and_keeps_what_it_trained(hostile: d
     assert kept is not None and f"kept iteration {run.saved}'s checkpoint in {kept}" in line
     assert raised.value.file is not None and raised.value.file.parent == out / "audit"
     assert not (out / "adapter").exists()  # the run stopped before writing a final adapter
+
+
+# --- honest envs never trip it ------------------------------------------------------------------------------------
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "envs" / "cancellation_eligibility.py"
+
+
+@pytest.mark.parametrize("env", ["example", "permission_error_recovery"])
+def test_the_example_env_and_a_blueprint_never_trip_the_audit_in_a_real_run(env: str, trainer_registry: Path,
+                                                                           tiny_model: Path, tmp_path: Path) -> None:
+    """A real GRPO run (tiny CPU model, its own garbled tool calls and talk) with every episode audited: every
+    replay on a fresh worker reproduces it. (bench/bench_audit.py runs all six blueprints the same way.)"""
+    from env_registry.registration import register_all
+    from env_registry.registry import Registry
+    from factory.blueprints import blueprint_source
+    from trace_env.loader import load_env
+    from trainer.config import load_config
+    from trainer.loop import GRPORun
+
+    source = EXAMPLE.read_text() if env == "example" else blueprint_source(env)
+    loaded = load_env(source)
+    manifest, _ = Registry(trainer_registry).put(source, capability=loaded.capability, target=loaded.target,
+                                                 tools=loaded.tools(), max_steps=loaded.max_steps)
+    register_all(trainer_registry)
+    settings = ["threads=1", "sandbox='bwrap'", "grpo.groups=2", "grpo.group_size=2", "rollout.max_new_tokens=32",
+                "rollout.max_seq_len=16384", "warm_start.steps=0", "heldout.seeds=0", "audit.share=1.0"]
+    run = GRPORun(manifest.gym_id, load_config(None, settings, model=str(tiny_model), output_dir=str(tmp_path / "run"),
+                                               **{"grpo.iterations": 1}))
+    result = run.train()  # raises AuditMismatch if any replay differs
+    audit = run.pool.auditor
+    assert result.adapter_dir is not None
+    assert audit.audited >= 4 and audit.audited + audit.errors == audit.offered and audit.errors == 0, audit.first_error
