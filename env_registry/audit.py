@@ -196,6 +196,8 @@ class Auditor:
             self._pending.append(self._executor.submit(self._audit, episode))
 
     def _audit(self, episode: Episode) -> None:
+        if self.mismatch is not None:  # the verdict is in: no more replays
+            return
         started = time.perf_counter()
         try:
             fresh = replay(self.make_fresh(), episode)
@@ -245,6 +247,8 @@ class Auditor:
             with self._lock:
                 pending = list(self._pending)
             for future in pending:
+                if self.mismatch is not None:
+                    break
                 future.result()
         if self.mismatch is not None:
             raise self.mismatch

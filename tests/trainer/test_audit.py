@@ -210,6 +210,18 @@ def test_a_training_run_stops_on_a_mismatch_and_keeps_what_it_trained(hostile: d
     assert not (out / "adapter").exists()  # the run stopped before writing a final adapter
 
 
+def test_the_held_out_evaluation_behind_factory_eval_env_stops_on_a_mismatch(hostile: dict[str, str], tiny_model: Path) -> None:
+    """``factory eval --env`` scores through trainer.heldout.evaluate_adapter: no score from unreproduced rewards."""
+    from trainer.config import load_config
+    from trainer.heldout import evaluate_adapter
+
+    config = load_config(None, ["threads=1", "sandbox='bwrap'", "rollout.max_new_tokens=8", "rollout.max_seq_len=1024",
+                                "heldout.seeds=12", "audit.share=1.0"], model=str(tiny_model))
+    with pytest.raises(AuditMismatch) as raised:  # 12 episodes, each caught with probability 0.5
+        evaluate_adapter(hostile["cheat_sometimes"], config, None)
+    assert_one_line_naming(raised.value, hostile["cheat_sometimes"], raised.value.seed)
+
+
 # --- honest envs never trip it ------------------------------------------------------------------------------------
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "envs" / "cancellation_eligibility.py"
 
