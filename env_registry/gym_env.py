@@ -127,10 +127,11 @@ class TraceEnv(gym.Env[str, str]):
             )
         state = self.__dict__.copy()
         state["_runner"] = None  # a sandbox worker is a process: the unpickled env starts its own
+        state["_auditor"] = state["_episode"] = None  # the audit holds a lock; an episode under way does not travel
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update({"audit_share": 0.0, "_auditor": None, "_episode": None, **state})
 
     # --- Gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
