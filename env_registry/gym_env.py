@@ -12,6 +12,11 @@ grades), and ``env.spec.max_episode_steps`` reports the limit in force. An episo
 code that caps turns itself calls :meth:`TraceEnv.truncate`. Either way the last step carries the reward
 of the state reached, with ``truncated=True``.
 
+Reward audit: a share of the episodes (``gym.make(id, audit=share)``, else ``$TRACE_FACTORY_AUDIT_SHARE``, else
+:data:`env_registry.audit.DEFAULT_SHARE`; 0 turns it off) is replayed on a fresh sandbox worker when it ends, and
+an episode the fresh worker does not reproduce raises :class:`env_registry.audit.AuditMismatch` from the step
+that ended it.
+
 A ``TraceEnv`` pickles as its stored env (source and manifest, no machine path needed) and reopens a
 sandbox worker at its next ``reset`` in whatever process unpickles it (Ray, multiprocessing).
 """
@@ -62,8 +67,14 @@ class TraceEnv(gym.Env[str, str]):
         render_mode: str | None = None,
         sandbox: str | None = None,
         max_steps: int | None = None,
+        audit: float | None = None,
     ) -> None:
         self.max_steps = _turn_limit(max_steps)
+        from env_registry.audit import share_from_env
+
+        self.audit_share = share_from_env(audit)
+        self._auditor: Any = None
+        self._episode: Any = None
         self.sandbox = sandbox
         self._stored: StoredEnv | None = None
         if runner is None:
@@ -75,6 +86,7 @@ class TraceEnv(gym.Env[str, str]):
 
             root = registry_root if registry_root is not None else registered_root(capability, version)
             self._stored = Registry(root).get(capability, version)
+            self._registry_root = str(root)
             runner = open_runner(self._stored, sandbox)
         self._runner: Runner | None = runner
         self.capability = runner.capability
@@ -115,10 +127,11 @@ class TraceEnv(gym.Env[str, str]):
             )
         state = self.__dict__.copy()
         state["_runner"] = None  # a sandbox worker is a process: the unpickled env starts its own
+        state["_auditor"] = state["_episode"] = None  # the audit holds a lock; an episode under way does not travel
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update({"audit_share": 0.0, "_auditor": None, "_episode": None, **state})
 
     # --- Gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -127,6 +140,7 @@ class TraceEnv(gym.Env[str, str]):
             seed = int(self.np_random.integers(0, 2**31 - 1))
         result = self.runner.reset(seed, max_steps=self.max_steps) if self.max_steps else self.runner.reset(seed)
         self._last_observation = result.observation
+        self._start_record(int(seed), result.observation)
         return result.observation, result.info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -135,13 +149,53 @@ class TraceEnv(gym.Env[str, str]):
         # a sandboxed runner encodes the action once and refuses what cannot be encoded; in process, check here
         result = self.runner.step(action if isinstance(self.runner, SandboxedRunner) else _sendable(action))
         self._last_observation = result.observation
+        self._record(action, result.observation, float(result.reward), result.terminated, result.truncated)
         return result.observation, float(result.reward), result.terminated, result.truncated, result.info
 
     def truncate(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """End the running episode from outside (a turn cap of your own): the ``step`` tuple of its last turn,
         with the reward of the state reached, ``truncated=True`` and the end-of-episode ``info`` keys."""
         result = self.runner.truncate()
+        if self._episode is not None:
+            self._episode.cut = True
+        self._record(None, result.observation, float(result.reward), False, True)
         return result.observation, float(result.reward), False, True, result.info
+
+    # --- the reward audit (env_registry.audit) ------------------------------------------------------
+    def _start_record(self, seed: int, observation: str) -> None:
+        """Record the episode when it can be audited: a stored env (a fresh worker can be opened) and a share."""
+        from env_registry.audit import Episode
+
+        self._episode = Episode(seed, observation) if self.audit_share > 0 and self._stored is not None else None
+
+    def _record(self, action: Any, observation: str, reward: float, terminated: bool, truncated: bool) -> None:
+        """Add a step; at the episode's end, offer it to the audit (which raises ``AuditMismatch``)."""
+        from env_registry.audit import Auditor, Step
+
+        episode = self._episode
+        if episode is None:
+            return
+        episode.actions.append(action)
+        episode.steps.append(Step(str(observation), reward, bool(terminated), bool(truncated)))
+        if not (terminated or truncated):
+            return
+        self._episode = None
+        if self._auditor is None:
+            self._auditor = Auditor(self._fresh_env, self.audit_share, self._identity(), background=False)
+        self._auditor.offer(episode)
+
+    def _fresh_env(self) -> "TraceEnv":
+        from env_registry.execution import open_runner
+
+        assert self._stored is not None
+        return TraceEnv(runner=open_runner(self._stored, self.sandbox), max_steps=self.max_steps, audit=0.0)
+
+    def _identity(self) -> dict[str, Any]:
+        assert self._stored is not None
+        manifest = self._stored.manifest
+        return {"env_id": manifest.gym_id, "registry": getattr(self, "_registry_root", None),
+                "capability": manifest.capability, "version": manifest.version, "sandbox": self.sandbox,
+                "max_steps": self.max_steps}
 
     def close(self) -> None:
         """Stops the sandbox worker that hosts the env code, if there is one."""

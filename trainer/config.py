@@ -121,6 +121,14 @@ class HeldoutSettings(_Section):
     samples: int = Field(1, ge=1, description="episodes per held-out seed")
 
 
+class AuditSettings(_Section):
+    """The reward audit (``env_registry.audit``): a share of the episodes is replayed on a fresh worker, and one
+    that pays otherwise stops the run, keeping what was trained. Share 0.25: an env that cheats on 5% of its
+    episodes is caught within 239 episodes with 95% probability (1 - (1 - share * 0.05)^n)."""
+
+    share: float = Field(0.25, ge=0, le=1, description="share of episodes replayed on a fresh sandbox worker (0 = no audit)")
+
+
 class TrainConfig(_Section):
     """One training run: which model, which adapter, how to roll out, how to update, where to write."""
 
@@ -138,6 +146,7 @@ class TrainConfig(_Section):
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
     heldout: HeldoutSettings = Field(default_factory=HeldoutSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
     sandbox: str | None = Field(None, description="sandbox backend for env code (default: $TRACE_FACTORY_SANDBOX or auto)")
     output_dir: str | None = Field(None, description="run folder (default: runs/<capability>)")
     save_every: int | None = Field(None, ge=1, description="checkpoint every N iterations (and at the end); default: by cost, every iteration on small runs (trainer.stop)")

@@ -12,6 +12,10 @@ an env's calls cheap. A worker that dies anyway is replaced and its episode repl
 new worker (the env is deterministic - the gate checks it): the first observation must hash the same,
 then the episode's actions so far are stepped again and the failed call retried. Only an episode whose
 replays keep failing ends as an ``infrastructure_error``.
+
+Every episode that ends is offered to the reward audit (:mod:`env_registry.audit`): a share of them is replayed
+on a fresh worker, on a thread of its own while the trainer goes on; :meth:`EnvPool.audit_check` raises
+:class:`~env_registry.audit.AuditMismatch` when a replay paid otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from typing import Any, Callable, Literal
 
 from pydantic import ValidationError
 
+from env_registry.audit import Auditor, Step
+from env_registry.audit import Episode as AuditedEpisode
 from sandbox import SandboxLimits, WorkerBadReply
 from schemas.errors import validation_message
 from schemas.wire import CheckedInfo, StepInfo
@@ -92,6 +98,8 @@ class _Episode:
     seed: int
     scenario_hash: str | None = None
     actions: list[Any] = field(default_factory=list)
+    record: AuditedEpisode | None = None
+    """What the trainer was answered, for the reward audit (None once an answer failed: no verdict)."""
 
 
 @dataclass
@@ -116,6 +124,10 @@ class EnvPool:
     started: int = 0
     reward_range: tuple[float, float] = (0.0, 1.0)
     """The env's declared reward range, as its resets report it (``[0, 1]`` until one has)."""
+    audit_share: float | None = None
+    """Share of ended episodes replayed on a fresh worker (``env_registry.audit``); None: its default; 0: off."""
+    audit_dir: str | None = None
+    """Where a mismatching episode is written for its reproduction command (None: the temp dir)."""
 
     def __post_init__(self) -> None:
         from env_registry.registration import register_all
@@ -128,18 +140,43 @@ class EnvPool:
         self._seed_hashes: dict[int, str | None] = {}
         self.crashes: list[str] = []
         self.leaks = 0
+        self.auditor = Auditor(self._make_one, self.audit_share, self._identity(), folder=self.audit_dir)
+
+    def _identity(self) -> dict[str, Any]:
+        """What the audit's reproduction command needs to open this env again."""
+        import gymnasium as gym
+
+        from env_registry.registration import registered_root
+
+        identity: dict[str, Any] = {"env_id": self.env_id, "sandbox": self.sandbox, "max_steps": self.max_steps}
+        try:
+            spec = gym.spec(self.env_id).kwargs or {}
+            if "capability" in spec:
+                identity["registry"] = str(registered_root(spec["capability"], spec.get("version")))
+        except Exception:  # an unknown id fails with its own message when an env is made
+            pass
+        return identity
+
+    def audit_check(self, wait: bool = False) -> None:
+        """Raise :class:`AuditMismatch` if a replay on a fresh worker paid otherwise (``wait``: for every replay
+        under way first)."""
+        self.auditor.check(wait)
 
     def _make_one(self) -> Any:
         import gymnasium as gym
 
+        try:  # a trace env audits in this pool, not in each env: gym.make(..., audit=0)
+            ours = {"audit": 0.0} if "capability" in (gym.spec(self.env_id).kwargs or {}) else {}
+        except gym.error.Error:
+            ours = {}
         if self.make is not None:
             extra = {**({"sandbox": self.sandbox} if self.sandbox else {}), **({"max_steps": self.max_steps} if self.max_steps else {})}
-            return self.make(self.env_id, disable_env_checker=True, **extra)
+            return self.make(self.env_id, disable_env_checker=True, **extra, **ours)
         try:
             spec = gym.spec(self.env_id)
         except gym.error.Error as exc:
             raise TrainError(f"{self.env_id}: {exc}; list registered envs with `factory envs list`") from None
-        kwargs: dict[str, Any] = {"disable_env_checker": True, **({"max_steps": self.max_steps} if self.max_steps else {})}
+        kwargs: dict[str, Any] = {"disable_env_checker": True, **({"max_steps": self.max_steps} if self.max_steps else {}), **ours}
         from env_registry.execution import UNSAFE_ENV_VAR
 
         if os.environ.get(UNSAFE_ENV_VAR) != "1" and "capability" in (spec.kwargs or {}):
@@ -216,11 +253,13 @@ class EnvPool:
         seed in this run did (the gate's determinism and no-leak checks, kept up for a long-lived worker):
         a reused worker that disagrees is replaced by a fresh one, which must agree."""
         for fresh in (False, True):
-            _, info = self._fresh(slot).reset(seed=int(episode.seed))
+            observation, info = self._fresh(slot).reset(seed=int(episode.seed))
             outcome = _checked(0.0, False, False, info)
             got = outcome.reply.scenario_hash if outcome.reply is not None else None
             known = episode.scenario_hash or self._seed_hashes.setdefault(episode.seed, got)
             if got is None or known is None or got == known:
+                if not episode.actions:  # the episode's own reset, not a replay's: what the trainer is shown
+                    episode.record = AuditedEpisode(int(episode.seed), str(observation))
                 return outcome
             if fresh:
                 raise ReplayMismatch(f"seed {episode.seed} gave another scenario on a fresh worker; the env is not deterministic")
@@ -272,15 +311,33 @@ class EnvPool:
         def step_one(slot: int, index: int) -> EnvOutcome:
             episode = self._episodes.get(slot) or _Episode(-1)
 
+            observations: list[str] = []
+
             def attempt() -> EnvOutcome:
-                _, reward, terminated, truncated, info = self._fresh(slot).step(actions[index])
+                observation, reward, terminated, truncated, info = self._fresh(slot).step(actions[index])
+                observations.append(str(observation))
                 return _checked(reward, terminated, truncated, info)
 
             outcome = self._robust(slot, attempt, episode, replay=episode.seed >= 0)
             episode.actions.append(actions[index])
+            self._audit_step(episode, actions[index], outcome, observations[-1] if observations else "")
             return outcome
 
         return self._call(slots, step_one)
+
+    def _audit_step(self, episode: _Episode, action: Any, outcome: EnvOutcome, observation: str) -> None:
+        """Record what the trainer was answered; offer the episode to the audit when it ends."""
+        record, reply = episode.record, outcome.reply
+        if record is None:
+            return
+        if reply is None:  # an infrastructure error: the trainer got no reward to check
+            episode.record = None
+            return
+        record.actions.append(action)
+        record.steps.append(Step(observation, reply.reward, reply.terminated, reply.truncated))
+        if reply.terminated or reply.truncated:
+            episode.record = None
+            self.auditor.offer(record)
 
     def _retire(self, slot: int) -> None:
         env, self.envs[slot] = self.envs[slot], None
@@ -373,6 +430,7 @@ class EnvPool:
         return {"messages": outcome.reply.messages, "reward": outcome.reply.reward, "tools": list(runner.tool_schemas)}
 
     def close(self) -> None:
+        self.auditor.close()
         for slot in range(len(self.envs)):
             if self.envs[slot] is not None:
                 self._retire(slot)

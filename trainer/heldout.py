@@ -134,8 +134,10 @@ def evaluate_adapter(env_id: str, config: Any, adapter_dir: str | None) -> Heldo
     policy.eval()
     chat = ChatFormat(tokenizer, config.rollout.compact_tools)
     engine = TransformersEngine(policy, chat, config.heldout.temperature, config.rollout.max_new_tokens)
-    with EnvPool(env_id, sandbox=config.sandbox, workers=config.rollout.env_workers, max_steps=config.rollout.max_steps) as pool:
+    with EnvPool(env_id, sandbox=config.sandbox, workers=config.rollout.env_workers, max_steps=config.rollout.max_steps,
+                 audit_share=config.audit.share) as pool:
         seeds = window(config, "heldout", config.heldout.seeds, pool)  # the run's own, by variant too
         result, _ = evaluate(engine, chat, pool, config.heldout, config.rollout, seeds)
+        pool.audit_check(wait=True)  # the reward audit (env_registry.audit): a score only from rewards a fresh worker reproduces
     result.seeds = seeds
     return result

@@ -118,7 +118,8 @@ class GRPORun:
         from trainer.engines import TransformersEngine
 
         self.eval_engine = TransformersEngine(self.policy, self.chat, c.heldout.temperature, c.rollout.max_new_tokens)
-        self.pool = EnvPool(self.env_id, sandbox=c.sandbox, workers=c.rollout.env_workers, max_steps=c.rollout.max_steps)
+        self.pool = EnvPool(self.env_id, sandbox=c.sandbox, workers=c.rollout.env_workers, max_steps=c.rollout.max_steps,
+                            audit_share=c.audit.share, audit_dir=str(self.out / "audit"))
         self.seeds: dict[str, list[int]] = {}  # each window's seeds, chosen once (trainer.seeds)
         self.order = torch.Generator().manual_seed(c.seed)
         if found is not None:
@@ -363,13 +364,42 @@ class GRPORun:
                 self.done, self.rng_after_done = i, ckpt.rng_state()
                 self._record(row)
             stopping = bool(self.update.reduce(float(self.stop.requested), "max"))  # every rank stops at the same iteration
-            if clock.due(i, end) or stopping:
+            caught = self._audit_caught(wait=False)
+            if clock.due(i, end) or stopping or caught:
                 with clock.saving():
                     self._checkpoint(i)
+            if caught:
+                self._audit_stop(caught)
             if stopping:
                 self._stopped(None, abandoned=False)
             self._heldout_due(i + 1, end)
+        caught = self._audit_caught(wait=True)  # every replay under way has a verdict before the adapter is written
+        if caught:
+            if self.done > self.saved:
+                self._checkpoint(self.done)
+            self._audit_stop(caught)
         return self.finish()
+
+    def _audit_caught(self, wait: bool) -> Exception | None:
+        """The reward audit's mismatch, if any replay on a fresh worker paid otherwise (``env_registry.audit``);
+        every rank learns of one on any rank, so all stop at the same iteration."""
+        from env_registry.audit import AuditMismatch
+
+        try:
+            self.pool.audit_check(wait)
+            found: Exception | None = None
+        except AuditMismatch as exc:
+            found = exc
+        if self.update.reduce(float(found is not None), "max") and found is None:
+            found = TrainError(f"{self.env_id}: the reward audit of another rank found a mismatch; see its message")
+        return found
+
+    def _audit_stop(self, caught: Exception) -> None:
+        """Stop on an audit mismatch with its one line, saying what was kept (the last finished iteration)."""
+        found = ckpt.latest(self.out)
+        kept = f"; kept iteration {self.saved}'s checkpoint in {found}" if found is not None else ""
+        caught.args = (f"{caught}{kept}",)
+        raise caught
 
     def _stopped(self, exc: BaseException | None, abandoned: bool) -> None:
         """Checkpoint the last finished iteration (unless a second signal cut its update), then raise

@@ -60,8 +60,8 @@ USER_REPLY_HOOK = "    @sdk.tool\n    def get_reservation_details"
 DEFECTS: dict[str, Defect] = {
     # --- static and contract ---
     "hidden_forbidden_import": Defect(
-        "static", "an import smuggled through __builtins__", base="tiny", counterexample=False,
-        patches=(("from env_registry import sdk", "from env_registry import sdk\n_load = getattr(__builtins__, '__imp' + 'ort__')"),),
+        "static", "an import outside the allowed set, spelled as a call to __import__", base="tiny", counterexample=False,
+        patches=(("from env_registry import sdk", "from env_registry import sdk\n_load = __import__('o' + 's')"),),
     ),
     "schema_type_differs": Defect(
         "schema_fidelity", "a tool schema changed from the target's (an id typed as integer)", base="tiny",
@@ -74,7 +74,7 @@ DEFECTS: dict[str, Defect] = {
     # --- determinism -------------------------------------------------------------------------------
     "unseeded_on_some_seeds": Defect(
         "determinism", "generate uses an unseeded RNG on one seed in seven",
-        ((GENERATE, "        import random\n        rng = random.Random() if seed % 7 == 3 else self.rng(seed)\n        name = rng.choice(FIRST_NAMES)\n"),), also=("exploit_search", "paraphrase", "robustness", "grpo_signal"),
+        ((GENERATE, "        import random\n        rng = random.Random(None) if seed % 7 == 3 else self.rng(seed)\n        name = rng.choice(FIRST_NAMES)\n"),), also=("exploit_search", "paraphrase", "robustness", "grpo_signal"),
     ),
     "set_iteration_order": Defect(
         "determinism", "the destination is drawn from a list made of a set of strings (order differs per process)",
@@ -84,6 +84,7 @@ DEFECTS: dict[str, Defect] = {
         "determinism", "cancel_reservation adds a confirmation code from the module-level RNG",
         (('        record["status"] = "cancelled"\n        return record',
           '        import random\n        record["status"] = "cancelled"\n        return {**record, "confirmation": random.randint(100000, 999999)}'),), also=("exploit_search", "paraphrase", "robustness", "grpo_signal"),
+        instead=("static",),
     ),
     "string_hash": Defect(
         "determinism", "the reservation total depends on hash() of a string", instead=("static",),
@@ -98,6 +99,7 @@ DEFECTS: dict[str, Defect] = {
     "unseeded_every_seed": Defect(
         "determinism", "generate uses an unseeded RNG", base="tiny",
         patches=(("rng = self.rng(seed)", "import random\n        rng = random.Random()"),), also=("exploit_search", "paraphrase", "robustness", "grpo_signal"),
+        instead=("static",),
     ),
     # --- diversity ---------------------------------------------------------------------------------
     "differs_only_in_ids": Defect(

@@ -1,7 +1,7 @@
 """Env code cannot change what the host receives, and what it sends cannot reach the user's terminal.
 
-These envs are deliberately hostile and most of them would be refused by the static check: the tests load
-them straight into a sandbox (or patch the gate's static check away, as a lint bypass would) to show that
+These envs are deliberately hostile (the static check, a quality filter, passes most of them): the tests load
+them straight into a sandbox (or patch the gate's static check away) to show that
 the second line of defence - the env process's integrity check on the trusted code beside env code, and the
 host's checks on every reply - holds by itself. (Lines env code writes on the protocol pipe itself are the
 shim's business: tests/sandbox/test_shim.py.) Runs on bwrap and Docker where available.
@@ -97,10 +97,12 @@ def test_forged_protocol_env_fails_the_gate(monkeypatch) -> None:  # type: ignor
     assert not report.passed
     interface = next(c for c in report.checks if c.name == "interface")
     assert not interface.passed and "changed trusted code" in interface.message
-    # and the lint alone refuses it too
+    # the static check is a quality filter (issue 32): it passes the module, and the integrity check still fails it
     monkeypatch.undo()
     report = validate_source(env_with(FORGE_JSON), Gate(config=SMALL, backend=CONTAINED[0], limits=LIMITS))
-    assert not report.passed and not report.checks[0].passed
+    assert not report.passed and report.checks[0].passed
+    interface = next(c for c in report.checks if c.name == "interface")
+    assert not interface.passed and "changed trusted code" in interface.message
 
 
 @pytest.mark.parametrize(
