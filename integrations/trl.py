@@ -179,7 +179,9 @@ class TraceRollout:
             engine = TransformersEngine(model, chat, temperature, max_new_tokens)
             apply_generation_settings(engine.config, args)
         self.last_engine = engine
-        rollouts, _ = collect_groups(engine, chat, self._env_pool(), [seed_of(p) for p in prompts], 1, settings)
+        pool = self._env_pool()
+        rollouts, _ = collect_groups(engine, chat, pool, [seed_of(p) for p in prompts], 1, settings)
+        pool.audit_check()  # a replay on a fresh worker that paid otherwise stops TRL's run too (env_registry.audit)
         self.last = rollouts
         out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "env_mask": [], REWARD_FIELD: []}
         for rollout in rollouts:
