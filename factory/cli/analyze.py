@@ -214,6 +214,10 @@ def _run(trajectories: list[Path], o: dict, err: Console) -> tuple[AnalysisResul
         raise _bad(str(exc)) from None
     task_index = load_tasks(list(o["tasks"])) if o["tasks"] else TaskIndex()
     imported = load_trajectories(list(trajectories))
+    if not imported.trajectories:
+        files = ", ".join(str(p) for p in trajectories[:3]) + (f" and {len(trajectories) - 3} more" if len(trajectories) > 3 else "")
+        skipped = f" ({len(imported.skipped)} record(s) skipped, e.g. {imported.skipped[0]})" if imported.skipped else ""
+        raise _bad(f"no trajectories in {files}{skipped}; pass a trajectories.jsonl from `factory rollout` or a τ²/ToolSandbox results file")
     if not o["json_output"]:
         for skipped in imported.skipped[:5]:
             err.print(f"[yellow]skipped[/] {safe(skipped)}", highlight=False)

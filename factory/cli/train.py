@@ -119,12 +119,19 @@ def train(
         capability = env_id.removeprefix("trace/").rsplit("-v", 1)[0]
         folder = base / capability if base and train_all else base or Path("runs") / capability
         runs.append((env_id, settings.model_copy(update={"output_dir": str(folder)})))
-    _preflight(runs, resume)
-    results = []
-    for env_id, run_settings in runs:
-        results.append(_train_one(env_id, run_settings, resume, not main))  # progress on stderr, --json or not
-        if results[-1].get("stopped"):
-            break  # a stop ends the whole command; the envs after it were not started
+    locks: list[tuple[Path, Any]] = []
+    try:
+        resumes = _preflight(runs, resume, main, locks)
+        results = []
+        for (env_id, run_settings), resumed in zip(runs, resumes):
+            results.append(_train_one(env_id, run_settings, resumed, not main))  # progress on stderr, --json or not
+            if results[-1].get("stopped"):
+                break  # a stop ends the whole command; the envs after it were not started
+    finally:
+        from trainer.checkpoint import unlock_run
+
+        for folder, lock in locks:
+            unlock_run(folder, lock)
     if main:
         _report(results, as_json)
     stopped = next((r for r in results if r.get("stopped")), None)
@@ -135,23 +142,37 @@ def train(
         raise typer.Exit(2 if all(r.get("exit_code") == 2 for r in results if not r["ok"]) else 1)
 
 
-def _preflight(runs: list[tuple[str, Any]], resume: bool) -> None:
-    """Everything a typo could get wrong, before a sandbox starts or a model loads: the model's name, every
-    run folder (writable; holding a run exactly when --resume says so)."""
+def _preflight(runs: list[tuple[str, Any]], resume: bool, main: bool, locks: list[tuple[Path, Any]]) -> list[bool]:
+    """Everything a typo could get wrong, before a sandbox starts or a model loads: the model (its name, its
+    config.json), every run folder (writable; held by no other `factory train`; holding a run exactly when
+    --resume says so). A folder whose run stopped before its first checkpoint is started over, said on stderr;
+    a resumed run says from which iteration. Returns, per run, whether it resumes."""
     from factory.cli.paths import PathProblem, preflight_folder
     from factory.preflight import model_problem
-    from trainer.checkpoint import resume_point
+    from trainer.checkpoint import load_state, lock_run, resume_point
 
     settings = runs[0][1]
     if problem := model_problem(settings.model):
         fail(problem)
+    say = (lambda line: errors.print(f"[yellow]note:[/] {safe(line)}", highlight=False, soft_wrap=True)) if main else None
+    resumes = []
     for env_id, run_settings in runs:
         folder = Path(run_settings.output_dir)
         try:
             preflight_folder(folder, "run folder", "pass --output DIR")
-            resume_point(folder, env_id, run_settings, resume)
+            if main:  # under `accelerate launch` the ranks share the folder: rank 0 holds it
+                locks.append((folder, lock_run(folder)))
+            found = resume_point(folder, env_id, run_settings, resume, clear=main, note=say)
         except (PathProblem, FactoryError) as exc:
             fail(str(exc))
+        except OSError as exc:
+            from schemas.files import explain
+
+            fail(f"cannot use run folder {folder}: {explain(exc, 'pass --output DIR')}")
+        if found is not None and say is not None:
+            say(f"{env_id}: resuming the run in {folder} from iteration {int(load_state(found)['iteration']) + 1} (checkpoint {found.name})")
+        resumes.append(found is not None)
+    return resumes
 
 
 def _train_one(env_id: str, settings: Any, resume: bool, quiet: bool) -> dict[str, Any]:

@@ -50,18 +50,12 @@ class HeldoutReport(BaseModel):
 
 
 def run_settings(adapter: str) -> dict[str, Any] | None:
-    """The config of the ``factory train`` run an adapter folder belongs to (``<run>/adapter`` + ``<run>/run.json``)."""
-    path = Path(adapter).parent / "run.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EvalError(state_file_message(path, exc, "pass --model and the settings as flags, or repair the file")) from None
-    config = data.get("config") if isinstance(data, dict) else None
-    if not isinstance(config, dict):
-        raise EvalError(f"{path}: no 'config' object; it was not written by `factory train`")
-    return config
+    """The config of the ``factory train`` run an adapter folder belongs to (``<run>/adapter`` + ``<run>/run.json``),
+    through the one reader of that file (:func:`schemas.files.read_train_run`)."""
+    from schemas.files import read_train_run
+
+    run = read_train_run(Path(adapter).parent, "pass --model and the settings as flags, or repair the file", EvalError)
+    return dict(run.config) if run is not None else None
 
 
 def heldout_config(env_id: str, adapters: dict[str, str], model: str | None, overrides: dict[str, Any]) -> tuple[Any, str | None]:
