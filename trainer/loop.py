@@ -133,7 +133,7 @@ class GRPORun:
         if acc.is_main_process:
             self.out.mkdir(parents=True, exist_ok=True)
             rewrite_metrics(self.out, self.rows)
-            write_json(self.out / "run.json", {"env_id": self.env_id, "config": c.model_dump(mode="json")})
+            write_json(self.out / ckpt.RUN_FILE, {"env_id": self.env_id, "config": c.model_dump(mode="json")})
         if c.trackers:
             acc.init_trackers(c.project, config=_flat(c.model_dump(mode="json")))
 

@@ -151,7 +151,7 @@ def _check_target(target: str | None) -> None:
     from schemas.targets import builtin_target_ids
 
     if target is not None and target not in builtin_target_ids():
-        fail(f"--target {target!r} is not a target; choose one of {', '.join(builtin_target_ids())}")
+        fail(f"--target: unknown target {target!r}; choose one of {', '.join(builtin_target_ids())}")
 
 
 def _check_declared(path: Path) -> None:

@@ -138,6 +138,11 @@ def _preflight(config: "EvalConfig") -> None:
         fail(str(exc))
     if config.engine == "hf" and config.model and (problem := model_problem(config.model)):
         fail(problem)
+    from schemas.files import adapter_problem
+
+    for name, path in config.adapters.items():  # weights missing or cut short: said before a model loads
+        if problem := adapter_problem(path, f"retrain {name} or pass another adapter"):
+            fail(f"adapter {name}: {problem}")
 
 
 def _warn_prompts(config: "EvalConfig") -> None:

@@ -34,6 +34,7 @@ def eval_env(args: dict[str, Any]) -> None:
     from factory.evaluate.heldout import heldout_config
     from factory.preflight import model_problem
     from router.loading import adapters_given
+    from schemas.files import adapter_problem
 
     wanted = [a.strip() for a in args["arms"].split(",") if a.strip()]
     unknown = [a for a in wanted if a not in (*ENV_ARMS, "routed")]
@@ -43,6 +44,9 @@ def eval_env(args: dict[str, Any]) -> None:
     env_id = _env_id(args["env"], args["registry"])
     try:
         adapters = adapters_given(args["adapters_dir"], args["adapter"])
+        for name, path in adapters.items():  # weights missing or cut short: said now, not as an arm that never ran
+            if problem := adapter_problem(path, f"retrain {name} or pass another adapter"):
+                fail(f"adapter {name}: {problem}")
         overrides = {"heldout.seeds": args["heldout_seeds"], "heldout.first_seed": args["first_seed"],
                      "heldout.samples": args["trials"], "heldout.temperature": args["temperature"],
                      "rollout.max_new_tokens": args["max_tokens"], "rollout.compact_tools": args["compact_tools"],

@@ -149,7 +149,9 @@ def _preflight(runs: list[tuple[str, Any]], resume: bool, main: bool, locks: lis
     a resumed run says from which iteration. Returns, per run, whether it resumes."""
     from factory.cli.paths import PathProblem, preflight_folder
     from factory.preflight import model_problem
-    from trainer.checkpoint import load_state, lock_run, resume_point
+    import shutil
+
+    from trainer.checkpoint import load_state, lock_run, resume_point, unlock_run
 
     settings = runs[0][1]
     if problem := model_problem(settings.model):
@@ -158,12 +160,16 @@ def _preflight(runs: list[tuple[str, Any]], resume: bool, main: bool, locks: lis
     resumes = []
     for env_id, run_settings in runs:
         folder = Path(run_settings.output_dir)
+        created = not folder.exists()
         try:
             preflight_folder(folder, "run folder", "pass --output DIR")
             if main:  # under `accelerate launch` the ranks share the folder: rank 0 holds it
                 locks.append((folder, lock_run(folder)))
             found = resume_point(folder, env_id, run_settings, resume, clear=main, note=say)
         except (PathProblem, FactoryError) as exc:
+            if created and locks and locks[-1][0] == folder:  # refused: leave no folder the lock made
+                unlock_run(*locks.pop())
+                shutil.rmtree(folder, ignore_errors=True)
             fail(str(exc))
         except OSError as exc:
             from schemas.files import explain

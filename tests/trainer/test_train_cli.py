@@ -91,7 +91,7 @@ def test_train_writes_a_peft_adapter_and_resumes_to_the_same_next_step(tmp_path:
         torch.testing.assert_close(other[name], tensor, rtol=1e-6, atol=1e-8)
 
     refused = train(wifi_env, "--model", str(tiny_model), "--output", str(split), "--iterations", "3", *RUN)
-    assert refused.exit_code == 2 and "already holds a run; pass --resume" in refused.output  # bad input, found before the model loads
+    assert refused.exit_code == 2 and "already holds a run" in refused.output and "pass --resume" in refused.output  # bad input, found before the model loads
 
 
 @pytest.mark.parametrize(
