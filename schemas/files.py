@@ -272,3 +272,21 @@ def read_train_run(run_folder: str | Path, fix: str, error: type[Exception] | No
     if not path.is_file():
         return None
     return read_state(path, TrainRunFile, fix, error)
+
+
+TRAIN_SUMMARY_FILE = "summary.json"
+
+
+class TrainSummaryFile(BaseModel):
+    """A ``factory train`` run's ``summary.json`` (``trainer.report.summary``'s keys; any are kept)."""
+
+    model_config = {"extra": "allow"}
+
+
+def read_train_summary(run_folder: str | Path, fix: str, error: type[Exception] | None = None) -> dict[str, object] | None:
+    """The one reader of a ``factory train`` run's ``summary.json``: None when there is none; damaged: ``error``
+    (default :class:`InputError`, exit 2) naming the file and ``fix``, never an empty summary taken as real."""
+    path = Path(run_folder).expanduser() / TRAIN_SUMMARY_FILE
+    if not path.is_file():
+        return None
+    return dict(read_state(path, TrainSummaryFile, fix, error).model_extra or {})

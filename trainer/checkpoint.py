@@ -26,7 +26,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from env_registry.conversation import TrainedPrompt, write_trained_prompt
-from schemas.errors import InputError
+from schemas.errors import InputError, one_line
 from schemas.files import TRAIN_RUN_FILE, TrainRunFile, adapter_problem, read_state, read_train_run
 from trainer.errors import TrainError
 
@@ -225,7 +225,7 @@ def restore(checkpoint: Path, optimizer: Any, accelerator: Any) -> dict[str, Any
         optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", map_location=accelerator.device, weights_only=True))
         set_rng_state(torch.load(rng_file, weights_only=False))
     except (OSError, RuntimeError, ValueError, KeyError) as exc:
-        raise ResumeError(f"checkpoint {checkpoint} is damaged ({exc.__class__.__name__}: {str(exc)[:120]}); remove it") from None
+        raise ResumeError(f"checkpoint {checkpoint} is damaged ({one_line(exc)[:300]}); remove it to resume from an earlier checkpoint") from None
     return state
 
 

@@ -22,6 +22,7 @@ from factory.cli.common import emit_json, fail, interrupted, safe
 from factory.cli.paths import PathProblem, preflight_folder
 from factory.cli.progress import progress_display
 from llm_clients.errors import LLMConfigError, LLMError
+from schemas.files import reason
 
 WIDE = 110
 """At this console width and above the summary keeps each interval on its figure's line; below, it stacks."""
@@ -159,7 +160,7 @@ def analyze_command(
     except LLMError as exc:
         _fail(f"LLM call failed: {exc}", 1)
     except OSError as exc:
-        _fail(f"cannot write outputs to {out}: {exc.strerror or exc}; nothing in {out} was changed (outputs are written all "
+        _fail(f"cannot write outputs to {out}: {reason(exc)}; nothing in {out} was changed (outputs are written all "
               "or nothing); free some space or choose another --out", 1)
     except KeyboardInterrupt as exc:
         interrupted(f"; nothing in {out} was changed; run the command again", exc)

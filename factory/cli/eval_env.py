@@ -10,7 +10,8 @@ import typer
 
 from factory.cli.common import console, emit_json, errors, fail, interrupted, parse_env_ref, safe
 from factory.cli.summary import summary_table
-from schemas.errors import FactoryError
+from schemas.errors import FactoryError, one_line
+from schemas.files import reason
 
 ENV_ARMS = ("base", "adapters")
 
@@ -24,7 +25,7 @@ def _env_id(env: str, registry: Path | None) -> str:
     try:
         return Registry(registry).get(name, version).manifest.gym_id
     except RegistryError as exc:
-        fail(" ".join(str(exc).split()))
+        fail(one_line(exc))
         raise
 
 
@@ -64,7 +65,7 @@ def eval_env(args: dict[str, Any]) -> None:
     except PathProblem as exc:
         fail(str(exc))
     except FactoryError as exc:
-        fail(" ".join(str(exc).split()))
+        fail(one_line(exc))
     if problem := model_problem(str(config.model)):
         fail(problem)
     report = _run(env_id, config, adapters, wanted, Path(args["out"]), source, args["as_json"])
@@ -94,11 +95,11 @@ def _run(env_id: str, config: Any, adapters: dict[str, str], arms: list[str], ou
 
             return run_heldout(env_id, config, adapters, arms, out, source, progress)
     except SandboxError as exc:
-        fail(" ".join(str(exc).split()), 1)
+        fail(one_line(exc), 1)
     except FactoryError as exc:
-        fail(" ".join(str(exc).split()))
+        fail(one_line(exc))
     except OSError as exc:
-        fail(f"cannot write to {out}: {exc.strerror or exc}", 1)
+        fail(f"cannot write to {out}: {reason(exc)}", 1)
     except KeyboardInterrupt as exc:
         interrupted("; run the same command again (held-out evaluations are not resumed)", exc)
     raise AssertionError("unreachable")

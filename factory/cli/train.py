@@ -11,6 +11,7 @@ import typer
 from factory.cli.common import JsonOption, RegistryOption, check_backend, console, emit_json, errors, fail, parse_env_ref, safe
 from factory.cli.exits import exit_code, mark_reported
 from schemas.errors import FactoryError, one_line
+from schemas.files import reason
 
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="train.toml (see trainer/config.py for every key).")]
 
@@ -27,7 +28,7 @@ def _env_ids(env: Optional[str], train_all: bool, registry: Optional[Path]) -> l
             try:
                 ids.append(store.get(name).manifest.gym_id)
             except RegistryError as exc:  # one broken entry never stops the others
-                errors.print(f"skipped {safe(name)}: {safe(' '.join(str(exc).split()))}", highlight=False)
+                errors.print(f"skipped {safe(name)}: {safe(one_line(exc))}", highlight=False)
         if not ids:
             fail(f"no envs registered in {store.root}; build some with `factory build`")
         return ids
@@ -303,7 +304,7 @@ def _collect(env_ids: list[str], settings: Any, base_url: str, path: Path, as_js
                     "infrastructure_errors": len(records) - len(valid),
                 }
     except OSError as exc:
-        fail(f"cannot write {path}: {exc.strerror or exc}")
+        fail(f"cannot write {path}: {reason(exc)}")
     except FactoryError as exc:
         fail(str(exc))
     if as_json:
