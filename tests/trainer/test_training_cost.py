@@ -117,6 +117,8 @@ def test_shared_prefill_gives_the_logits_of_the_whole_prompt(peft_model) -> None
         logits = peft_model(input_ids=tail, attention_mask=full_mask, position_ids=positions, past_key_values=cache).logits[:, -1]
         for row, prompt in enumerate(prompts):
             alone = peft_model(input_ids=torch.tensor([prompt])).logits[0, -1]
+            # float32; a cached prefix sums attention in another order than the whole prompt: rtol 1e-4 is ~840 ulps
+            # (eps32 1.19e-7) of each logit, atol 1e-4 the same for logits near 0 (reordered sums of numbers ~1)
             torch.testing.assert_close(logits[row], alone, rtol=1e-4, atol=1e-4)
 
 
@@ -174,6 +176,8 @@ def test_shared_scoring_equals_the_whole_sequences_with_gradients(peft_model) ->
         (logp * torch.linspace(0.5, 1.5, logp.numel())).sum().backward()  # every token's gradient weighs differently
         results.append((logp.detach(), [p.grad.clone() for p in trainable_parameters(peft_model)]))
     (logp_plain, grads_plain), (logp_shared, grads_shared) = results
+    # float32 log-probs (magnitude ~1-10): the prefix's sums reordered, ~84 ulps (rtol 1e-5 / eps32 1.19e-7); the
+    # gradients sum that difference again over every token of the batch, hence 10x: ~840 ulps, atol for entries near 0
     torch.testing.assert_close(logp_shared, logp_plain, rtol=1e-5, atol=1e-5)
     for mine, whole in zip(grads_shared, grads_plain):
         torch.testing.assert_close(mine, whole, rtol=1e-4, atol=1e-5)
