@@ -101,7 +101,7 @@ class GRPORun:
         c, acc = self.config, self.accelerator
         if c.threads:
             torch.set_num_threads(c.threads)
-        found = ckpt.resume_point(self.out, self.env_id, c, resume)  # refused before the model loads
+        found = ckpt.resume_point(self.out, self.env_id, c, resume, clear=acc.is_main_process)  # refused before the model loads
         base, tokenizer = load_base(c)
         self.policy = attach_adapter(base, c.lora, found / "adapter" if found else None, seed=c.seed)
         if c.grpo.gradient_checkpointing:

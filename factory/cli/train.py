@@ -162,6 +162,8 @@ def _preflight(runs: list[tuple[str, Any]], resume: bool, main: bool, locks: lis
     for env_id, run_settings in runs:
         folder = Path(run_settings.output_dir)
         created = not folder.exists()
+        if created and resume:  # said before the lock makes the folder
+            fail(f"cannot resume: {folder} does not exist; run the same command without --resume to start a run there")
         try:
             preflight_folder(folder, "run folder", "pass --output DIR")
             if main:  # under `accelerate launch` the ranks share the folder: rank 0 holds it
