@@ -153,8 +153,8 @@ def _source(reference: str | Path, registry: Path | None, label: str = "") -> tu
 
     if isinstance(reference, Path):
         if not os.path.lexists(reference):
-            kind = "folder" if (label or str(reference)).endswith(("/", os.sep)) else "file or folder"
-            return "", f"{label or reference}: no such {kind}; check the path (a registered env is NAME or trace/NAME-vN)"
+            what, kind = ("", "folder") if (label or str(reference)).endswith(("/", os.sep)) else ("env file ", "file or folder")
+            return "", f"cannot read {what}{label or reference}: no such {kind}; check the path (a registered env is NAME or trace/NAME-vN)"
         try:
             source = read_text(reference, f"cannot read env file {reference}", "a .py env module or a registered env id", MAX_ENV_FILE_BYTES)
         except InputFileError as exc:
