@@ -256,3 +256,24 @@ def test_a_train_run_json_has_one_reader_and_errors_are_never_cut_to_their_first
                 if re.search(r"str\(\w*exc\w*\)[^\n]*splitlines\(\)(?: or \[[^\]]*\]\))?\[0\]", line)]  # fmt: skip
     assert readers == [], readers
     assert cut == [], cut
+
+
+def test_help_paragraphs_are_never_broken_mid_sentence() -> None:
+    """Every command's --help text: each prose paragraph one line, wrapped by the terminal at its width, so none
+    breaks where the docstring's source line did ("...or vLLM" / "--lora-modules), ...")."""
+    import typer.main
+
+    from factory.cli import app
+
+    def commands(command, path="factory"):  # noqa: ANN001, ANN202 - click objects
+        yield path, command
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from commands(sub, f"{path} {name}")
+
+    broken = []
+    for path, command in commands(typer.main.get_command(app)):
+        for paragraph in (command.help or "").split("\n\n"):
+            lines = paragraph.splitlines()
+            if len(lines) > 1 and not any(line.startswith((" ", "- ", "* ", "|")) for line in lines[1:]):
+                broken.append(f"{path}: {lines[0][:60]}")
+    assert broken == [], broken
