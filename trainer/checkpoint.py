@@ -172,9 +172,6 @@ def resume_point(root: Path, env_id: str, config: Any, resume: bool | str, clear
     from trainer.report import read_metrics
 
     read_metrics(root)  # a damaged metrics.jsonl is said now, before the model loads (exit 2)
-    fix = f"remove {found} to resume from an earlier checkpoint, or run without --resume into another --output"
-    if problem := adapter_problem(found / "adapter", fix):
-        raise ResumeError(f"cannot resume: {problem}")
     if state.get("env_id") not in (None, env_id):
         raise ResumeError(f"cannot resume: {root} holds a run of {state.get('env_id')}, not {env_id}; pass its env or another --output")
     before = read_run(root)
@@ -182,6 +179,9 @@ def resume_point(root: Path, env_id: str, config: Any, resume: bool | str, clear
         if before is not None and key in before.config and not _same(before.config[key], now):
             raise ResumeError(f"cannot resume: {root} was trained with {key} {before.config[key]!r}, not {now!r}; "
                               f"pass the same {key} or another --output")
+    fix = f"remove {found} to resume from an earlier checkpoint, or run without --resume into another --output"
+    if problem := adapter_problem(found / "adapter", fix):  # cut short by a full disk or a kill: said before the model loads
+        raise ResumeError(f"cannot resume: {problem}")
     return found
 
 
