@@ -241,6 +241,12 @@ def write_adapter(policy: Any, folder: Path, prompt: TrainedPrompt | None = None
         if folder.exists():
             shutil.rmtree(folder)
         os.rename(staging, folder)
+    except (OSError, RuntimeError) as exc:  # a full disk (torch and safetensors may say it as a RuntimeError)
+        from schemas.files import reason
+
+        why = f"{exc.filename}: {reason(exc)}" if isinstance(exc, OSError) and exc.filename else reason(exc) if isinstance(exc, OSError) else one_line(exc)
+        raise CheckpointWriteError(f"cannot write the adapter {folder} ({why}); nothing half-written was kept; free some space, "
+                                   "then run the same command with --resume (it goes on from the last checkpoint, or starts over if there is none)") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder

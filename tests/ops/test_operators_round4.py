@@ -113,7 +113,7 @@ def test_a_full_disk_while_checkpointing_is_a_run_failure_with_no_half_checkpoin
     """ENOSPC from the kernel (writes to /dev/full) while the adapter is saved: one line naming the checkpoint
     and the fix, the run's error (exit 1, not bad input, not a bug), and no ``.staging-iter-*`` folder."""
     from factory.cli.exits import exit_code
-    from trainer.checkpoint import CheckpointWriteError, save
+    from trainer.checkpoint import CheckpointWriteError, save, write_adapter
 
     class Policy:
         def save_pretrained(self, folder: str) -> None:
@@ -135,6 +135,9 @@ def test_a_full_disk_while_checkpointing_is_a_run_failure_with_no_half_checkpoin
     assert f"cannot write checkpoint {tmp_path / 'checkpoints' / 'iter-000003'} (no space left on the device)" in message
     assert "free some space, then run the same command again" in message and exit_code(raised.value) == 1
     assert list((tmp_path / "checkpoints").iterdir()) == []
+    with pytest.raises(CheckpointWriteError, match=r"cannot write the adapter .*adapter \(no space left on the device\)"):
+        write_adapter(Policy(), tmp_path / "adapter")  # the final adapter: the same rule
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints"]  # no .adapter-* staging folder
 
 
 def test_eval_env_with_an_adapter_folder_holding_no_weights_is_exit_2(tmp_path: Path, registry: Path, tiny_model: Path, adapters: Path) -> None:
