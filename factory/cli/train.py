@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -154,6 +155,11 @@ def _preflight(runs: list[tuple[str, Any]], resume: bool, main: bool, locks: lis
 
     from trainer.checkpoint import load_state, lock_run, resume_point, unlock_run
 
+    import importlib.util
+
+    missing = [name for name in ("torch", "transformers", "peft", "accelerate") if importlib.util.find_spec(name) is None]
+    if missing:  # one line, not an import traceback deep in the trainer (or accelerate's own, under `accelerate launch`)
+        fail(f"factory train needs {', '.join(missing)} in this Python ({sys.executable}): pip install 'trace-factory[train]'")
     settings = runs[0][1]
     if problem := model_problem(settings.model):
         fail(problem)

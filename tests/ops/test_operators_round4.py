@@ -281,3 +281,15 @@ def test_help_paragraphs_are_never_broken_mid_sentence() -> None:
             if len(lines) > 1 and not any(line.startswith((" ", "- ", "* ", "|")) for line in lines[1:]):
                 broken.append(f"{path}: {lines[0][:60]}")
     assert broken == [], broken
+
+
+def test_train_without_accelerate_installed_is_one_line(tmp_path: Path, registry: Path, tiny_model: Path) -> None:
+    """accelerate missing from this Python (hidden by a sitecustomize: ``import accelerate`` fails): one line
+    naming it and the install command, exit 2, before a model loads; never an import traceback or "a bug"."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['accelerate'] = None  # import accelerate: ModuleNotFoundError\n")
+    ran = run_factory(*train_args(tiny_model, tmp_path / "run"), TRACE_FACTORY_REGISTRY=str(registry),
+                      PYTHONPATH=f"{hide}:{REPO_ROOT}")  # fmt: skip
+    assert ran.code == 2 and "factory train needs accelerate" in ran.lines[-1] and "pip install 'trace-factory[train]'" in ran.lines[-1], ran.stderr[-1500:]
+    assert "Traceback" not in ran.stderr and "internal error" not in ran.stderr and not (tmp_path / "run").exists()
