@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.errors import InputError
-from schemas.files import read_state, write_atomic
+from schemas.files import read_state, read_train_run, write_atomic
 
 TOOL_PROTOCOL = """# Tools
 You can call these functions. To call one, write a block like
@@ -214,13 +214,11 @@ def trained_prompt(adapter_dir: str | Path) -> TrainedPrompt | None:
     path = folder / PROMPT_FILE
     if path.is_file():
         return read_state(path, TrainedPrompt, _REWRITE, PromptRecordError)
-    run = folder.parent / "run.json"
-    if not run.is_file():
-        return None
     try:
-        rollout = json.loads(run.read_text(encoding="utf-8")).get("config", {}).get("rollout", {})
-    except (OSError, ValueError, AttributeError):
+        run = read_train_run(folder.parent, _REWRITE, PromptRecordError)  # the one reader of a run's run.json
+    except PromptRecordError:
         return None  # not a `factory train` run.json: nothing it says about this adapter
+    rollout = run.config.get("rollout", {}) if run is not None else None
     value = rollout.get("compact_tools", False) if isinstance(rollout, dict) else None
     return TrainedPrompt(compact_tools=value) if isinstance(value, bool) else None
 

@@ -88,6 +88,8 @@ def model_problem(name: str, flag: str = "--model") -> str | None:
             return f"{where}: not a folder; pass a model folder (with config.json) or a hub id such as Qwen/Qwen3-8B"
         if not (path / "config.json").is_file() and not any(path.glob("*.gguf")):
             return f"{where}: no config.json in that folder, so it is not a transformers model folder"
+        if (path / "config.json").is_file():
+            return _config_problem(path / "config.json", where)
         return None
     if _looks_like_path(name):
         return f"{where}: no such folder; pass a local model folder or a hub id such as Qwen/Qwen3-8B"
@@ -111,6 +113,22 @@ def model_problem(name: str, flag: str = "--model") -> str | None:
         return (f"{where}: not a local folder and not in the Hugging Face cache, and {constants.ENDPOINT} cannot be reached "
                 f"({problem}); {fix} (HF_HUB_OFFLINE=1)")
     return None
+
+
+def _config_problem(path: Path, where: str) -> str | None:
+    """A model folder's ``config.json`` that cannot be read or is not a JSON object, found before sandboxes start."""
+    import json
+
+    from schemas.files import read_regular, reason
+
+    fix = "restore it (copy the model folder again) or pass another --model"
+    try:
+        data = json.loads(read_regular(path, follow=True))
+    except OSError as exc:
+        return f"{where}: {path} is unreadable ({reason(exc)}); {fix}"
+    except ValueError as exc:
+        return f"{where}: {path} is damaged ({' '.join(str(exc).split())[:200]}); {fix}"
+    return None if isinstance(data, dict) else f"{where}: {path} is damaged (not a JSON object); {fix}"
 
 
 def check_model(name: str, flag: str = "--model") -> None:

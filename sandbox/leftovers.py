@@ -101,8 +101,9 @@ def reap_all() -> tuple[list[str], list[str], str | None]:
 
         removed += prune(left)
     except Exception as exc:  # noqa: BLE001 - no SDK or no daemon: nothing of ours can be running there
-        first = (str(exc).splitlines() or [""])[0][:200]
-        return removed, left, f"docker not swept: {type(exc).__name__}: {first}"
+        from schemas.errors import one_line
+
+        return removed, left, f"docker not swept: {type(exc).__name__}: {one_line(exc)[:300]}"
     return removed, left, None
 
 

@@ -13,6 +13,7 @@ a damaged one becoming one line (:func:`state_file_message`) that callers raise 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import secrets
 import stat
@@ -198,3 +199,94 @@ def read_state(path: str | Path, model: type[M], fix: str, error: type[Exception
         return model.model_validate_json(read_regular(path, follow=True).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValidationError) as exc:
         raise (error or InputError)(state_file_message(path, exc, fix, model=model)) from None
+
+
+ADAPTER_CONFIG, ADAPTER_WEIGHTS = "adapter_config.json", ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def adapter_problem(folder: str | Path, fix: str) -> str | None:
+    """None when ``folder`` holds a whole PEFT adapter, else one line naming the file that is missing, cut short
+    or damaged, and ``fix``. Read without loading anything: a safetensors file's header says how long its data
+    is, so a file cut by a full disk or a kill is found here, before a model loads."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        return f"{folder}: {'not a folder' if folder.exists() else 'no such folder'} (a PEFT adapter folder belongs there); {fix}"
+    config = folder / ADAPTER_CONFIG
+    try:
+        if not isinstance(json.loads(read_regular(config, follow=True)), dict):
+            raise ValueError("not a JSON object")
+    except OSError as exc:
+        return f"{config}: {reason(exc)} (the adapter's config); {fix}"
+    except ValueError as exc:
+        return f"{config} is damaged ({' '.join(str(exc).split())}); {fix}"
+    weights = next((folder / name for name in ADAPTER_WEIGHTS if (folder / name).exists()), None)
+    if weights is None:
+        return f"{folder} holds no adapter weights ({' or '.join(ADAPTER_WEIGHTS)}); {fix}"
+    if weights.suffix == ".safetensors":
+        problem = _safetensors_problem(weights)
+        if problem:
+            return f"{weights} is damaged ({problem}); {fix}"
+    return None
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a safetensors file's framing (8-byte header length, JSON header, data as long as the
+    header's offsets say), or None; the tensors themselves are not read."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+            if len(head) < 8:
+                return f"{size} bytes, shorter than a safetensors header"
+            length = int.from_bytes(head, "little")
+            if length > size - 8 or length > MAX_FILE_BYTES:
+                return f"cut short: its header alone needs {length + 8:,} bytes, the file has {size:,}"
+            header = json.loads(handle.read(length))
+    except OSError as exc:
+        return reason(exc)
+    except ValueError:
+        return "its header is not JSON"
+    ends = [entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__" and isinstance(entry, dict)
+            and isinstance(entry.get("data_offsets"), list) and len(entry["data_offsets"]) == 2]  # fmt: skip
+    need = 8 + length + max(ends, default=0)
+    if size < need:
+        return f"cut short: {size:,} of its {need:,} bytes"
+    return None
+
+
+TRAIN_RUN_FILE = "run.json"
+
+
+class TrainRunFile(BaseModel):
+    """A ``factory train`` run's ``run.json``: which env it trained on and its whole config (``trainer.config``)."""
+
+    env_id: str | None = None
+    config: dict[str, object]
+
+
+def read_train_run(run_folder: str | Path, fix: str, error: type[Exception] | None = None) -> TrainRunFile | None:
+    """The one reader of a ``factory train`` run's ``run.json`` (resume, ``factory eval --env``, the rendering an
+    adapter was trained with): None when the folder has none, else the file; a damaged one raises ``error``
+    (default :class:`InputError`, exit 2) naming the file and ``fix``."""
+    path = Path(run_folder).expanduser() / TRAIN_RUN_FILE
+    if not path.is_file():
+        return None
+    return read_state(path, TrainRunFile, fix, error)
+
+
+TRAIN_SUMMARY_FILE = "summary.json"
+
+
+class TrainSummaryFile(BaseModel):
+    """A ``factory train`` run's ``summary.json`` (``trainer.report.summary``'s keys; any are kept)."""
+
+    model_config = {"extra": "allow"}
+
+
+def read_train_summary(run_folder: str | Path, fix: str, error: type[Exception] | None = None) -> dict[str, object] | None:
+    """The one reader of a ``factory train`` run's ``summary.json``: None when there is none; damaged: ``error``
+    (default :class:`InputError`, exit 2) naming the file and ``fix``, never an empty summary taken as real."""
+    path = Path(run_folder).expanduser() / TRAIN_SUMMARY_FILE
+    if not path.is_file():
+        return None
+    return dict(read_state(path, TrainSummaryFile, fix, error).model_extra or {})

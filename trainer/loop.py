@@ -101,7 +101,7 @@ class GRPORun:
         c, acc = self.config, self.accelerator
         if c.threads:
             torch.set_num_threads(c.threads)
-        found = ckpt.resume_point(self.out, self.env_id, c, resume)  # refused before the model loads
+        found = ckpt.resume_point(self.out, self.env_id, c, resume, clear=acc.is_main_process)  # refused before the model loads
         base, tokenizer = load_base(c)
         self.policy = attach_adapter(base, c.lora, found / "adapter" if found else None, seed=c.seed)
         if c.grpo.gradient_checkpointing:
@@ -134,7 +134,7 @@ class GRPORun:
         if acc.is_main_process:
             self.out.mkdir(parents=True, exist_ok=True)
             rewrite_metrics(self.out, self.rows)
-            write_json(self.out / "run.json", {"env_id": self.env_id, "config": c.model_dump(mode="json")})
+            write_json(self.out / ckpt.RUN_FILE, {"env_id": self.env_id, "config": c.model_dump(mode="json")})
         if c.trackers:
             acc.init_trackers(c.project, config=_flat(c.model_dump(mode="json")))
 

@@ -10,6 +10,7 @@ from typing import Any, Iterator
 import torch
 
 from trainer.config import LoraSettings, TrainConfig
+from schemas.errors import one_line
 from trainer.errors import TrainError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -49,8 +50,7 @@ def load_base(config: TrainConfig, model: str | None = None) -> tuple[Any, Any]:
         tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
         base = AutoModelForCausalLM.from_pretrained(name, dtype=resolve_dtype(config.dtype), **kwargs)
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        raise TrainError(f"cannot load model {name!r}: {first}") from None
+        raise TrainError(f"cannot load model {name!r}: {one_line(exc)[:600]}") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return base, tokenizer
@@ -84,8 +84,7 @@ def gguf_as_safetensors(folder: str, gguf_file: str, cache: Path | None = None) 
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
             loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
         except (OSError, ValueError, ImportError) as exc:
-            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-            raise TrainError(f"cannot read {source} as GGUF ({first}); GGUF needs the gguf package: pip install gguf") from None
+            raise TrainError(f"cannot read {source} as GGUF ({one_line(exc)[:600]}); GGUF needs the gguf package: pip install gguf") from None
         settings = loaded.config.to_dict()
         settings.pop("quantization_config", None)
         plain = AutoModelForCausalLM.from_config(type(loaded.config).from_dict(settings), dtype=torch.float32)

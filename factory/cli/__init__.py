@@ -60,21 +60,39 @@ def _root(
     """trace-factory: turn an agent's recurring failures into validated, capability-targeted training envs."""
 
 
+def flowed(doc: str | None) -> str | None:
+    """A docstring as ``--help`` shows it: each paragraph one line, for the terminal to wrap at its width, so no
+    line breaks mid-sentence where the source was wrapped. Paragraphs with indented or ``-`` lines (layouts,
+    lists) keep their lines."""
+    if not doc:
+        return doc
+    import inspect
+
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    kept = [p if any(line.startswith((" ", "- ", "* ", "|")) for line in p.splitlines()[1:]) else " ".join(p.split()) for p in paragraphs]
+    return "\n\n".join(kept)
+
+
+def _command(name: str, function: object) -> None:
+    app.command(name, epilog=CONTRACT, help=flowed(getattr(function, "__doc__", None)))(function)  # type: ignore[arg-type]
+
+
 # In pipeline order, which is the order `factory --help` lists them in; every --help ends with the exit codes.
-app.command("rollout", epilog=CONTRACT)(rollout.rollout)
-app.command("analyze", epilog=CONTRACT)(analyze.analyze_command)
-app.command("build", epilog=CONTRACT)(build.build)
-app.command("validate", epilog=CONTRACT)(validate.validate)
+_command("rollout", rollout.rollout)
+_command("analyze", analyze.analyze_command)
+_command("build", build.build)
+_command("validate", validate.validate)
 app.add_typer(envs.app, name="envs", epilog=CONTRACT)
-app.command("train", epilog=CONTRACT)(train.train)
-app.command("route", epilog=CONTRACT)(route.route)
-app.command("eval", epilog=CONTRACT)(evaluate.eval_command)
-app.command("run", epilog=CONTRACT)(run.run_command)
+_command("train", train.train)
+_command("route", route.route)
+_command("eval", evaluate.eval_command)
+_command("run", run.run_command)
 app.add_typer(sandbox.app, name="sandbox", epilog=CONTRACT)
 app.command("serve", epilog=CONTRACT)(serve.serve_command)
 for _group in (envs.app, sandbox.app):
     for _info in _group.registered_commands:
         _info.epilog = _info.epilog or CONTRACT
+        _info.help = _info.help or flowed(getattr(_info.callback, "__doc__", None))
 
 
 def _usage_error_types() -> tuple[type[Exception], ...]:

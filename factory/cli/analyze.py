@@ -22,6 +22,7 @@ from factory.cli.common import emit_json, fail, interrupted, safe
 from factory.cli.paths import PathProblem, preflight_folder
 from factory.cli.progress import progress_display
 from llm_clients.errors import LLMConfigError, LLMError
+from schemas.files import reason
 
 WIDE = 110
 """At this console width and above the summary keeps each interval on its figure's line; below, it stacks."""
@@ -160,7 +161,7 @@ def analyze_command(
     except LLMError as exc:
         _fail(f"LLM call failed: {exc}", 1)
     except OSError as exc:
-        _fail(f"cannot write outputs to {out}: {exc.strerror or exc}; nothing in {out} was changed (outputs are written all "
+        _fail(f"cannot write outputs to {out}: {reason(exc)}; nothing in {out} was changed (outputs are written all "
               "or nothing); free some space or choose another --out", 1)
     except KeyboardInterrupt as exc:
         interrupted(f"; nothing in {out} was changed; run the command again", exc)
@@ -216,6 +217,10 @@ def _run(trajectories: list[Path], o: dict, err: Console) -> tuple[AnalysisResul
         raise _bad(str(exc)) from None
     task_index = load_tasks(list(o["tasks"])) if o["tasks"] else TaskIndex()
     imported = load_trajectories(list(trajectories))
+    if not imported.trajectories:
+        files = ", ".join(str(p) for p in trajectories[:3]) + (f" and {len(trajectories) - 3} more" if len(trajectories) > 3 else "")
+        skipped = f" ({len(imported.skipped)} record(s) skipped, e.g. {imported.skipped[0]})" if imported.skipped else ""
+        raise _bad(f"no trajectories in {files}{skipped}; pass a trajectories.jsonl from `factory rollout` or a τ²/ToolSandbox results file")
     if not o["json_output"]:
         for skipped in imported.skipped[:5]:
             err.print(f"[yellow]skipped[/] {safe(skipped)}", highlight=False)

@@ -41,7 +41,7 @@ def build(
     description: Annotated[Optional[str], typer.Option("--description", help="Describe a new capability (needs --llm).")] = None,
     target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target profile id (default: the blueprint's or the report's).")] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="capabilities.json from `factory analyze`: descriptions and failure evidence.")] = None,
-    build_all: Annotated[bool, typer.Option("--all", help="Build every capability selected in --report.")] = False,
+    build_all: Annotated[bool, typer.Option("--all", help="Build every capability selected in --report (without --report: every built-in blueprint, offline).")] = False,
     llm: Annotated[Optional[str], typer.Option("--llm", help="Generator model, e.g. openai:gpt-4.1, anthropic:claude-opus-4-5, vllm:Qwen/Qwen3-8B (env TRACE_LLM).")] = None,
     llm_base_url: Annotated[Optional[str], typer.Option("--llm-base-url", help="OpenAI-compatible server URL (vLLM, SGLang, Ollama; env TRACE_LLM_BASE_URL).")] = None,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, max=50, help="Generate/validate/repair rounds before giving up (1-50).")] = 5,
@@ -86,18 +86,25 @@ def build(
         clash = [flag for flag, given in (("--all", build_all), ("--report", report), ("--llm", llm), ("--description", description)) if given]
         if clash:
             fail(f"--from-file registers your own module; it cannot be combined with {', '.join(clash)}")
+    _check_target(target)
     try:
         analysis = load_capability_report(report, "--report", BuildError) if report is not None else None
         if from_file is not None:
+            _check_declared(from_file)
             names = [capability or from_file.stem]  # the label until the gate reads what the module declares
+        elif build_all and analysis is None:
+            from factory.blueprints import blueprint_names
+
+            if llm or description:
+                fail("--all with --llm builds the capabilities of --report capabilities.json (from `factory analyze`); "
+                     "without --report, --all builds every built-in blueprint, offline")
+            names = blueprint_names()  # every built-in blueprint
         elif build_all:
-            if analysis is None:
-                fail("--all needs --report capabilities.json (from `factory analyze`)")
             names = [c.name for c in analysis.capabilities]  # type: ignore[union-attr]
             if not names:
                 fail(f"--report {report} selects no capabilities; nothing to build")
         elif capability is None:
-            fail("pass --capability NAME (or --from-file PATH, or --all --report capabilities.json)")
+            fail("pass --capability NAME (or --from-file PATH, --all for every built-in blueprint, or --all --report capabilities.json)")
             return
         else:
             names = [capability]
@@ -105,15 +112,18 @@ def build(
         if client is None and description:
             fail("--description defines a new capability, which needs an LLM to write its env: pass --llm PROVIDER:MODEL")
         _preflight(Registry(registry).root, client, build_dir)
-        results = []
-        for name in names:
-            try:
-                results.append(_build_one(name, description, target, analysis, client, max_attempts, build_dir, registry,
-                                          sandbox, config, as_json, from_file, capability))
-            except (BuildError, OSError) as exc:
-                if not build_all:
-                    raise
-                results.append(_failed(name, target, client, sandbox, registry, exc))  # one bad capability must not stop the others
+        results: list[BuildResult] = []
+        try:
+            for name in names:
+                try:
+                    results.append(_build_one(name, description, target, analysis, client, max_attempts, build_dir, registry,
+                                              sandbox, config, as_json, from_file, capability))
+                except (BuildError, OSError) as exc:
+                    if not build_all:
+                        raise
+                    results.append(_failed(name, target, client, sandbox, registry, exc))  # one bad capability must not stop the others
+        except KeyboardInterrupt as exc:
+            _stopped(results, names, exc)
     except OSError as exc:
         from schemas.files import explain
 
@@ -134,6 +144,40 @@ def build(
                 console.print(f"[red]{safe(result.capability)}: not registered[/] - {safe(result.error or 'the env failed validation')}"
                               + (f"; every attempt is in {safe(result.build_dir)}" if result.build_dir else ""), soft_wrap=True)
     raise typer.Exit(0 if all(r.registered for r in results) else 1)
+
+
+def _check_target(target: str | None) -> None:
+    """``--target`` names a built-in target profile: said now, before an LLM is asked or a gate runs."""
+    from schemas.targets import builtin_target_ids
+
+    if target is not None and target not in builtin_target_ids():
+        fail(f"--target: unknown target {target!r}; choose one of {', '.join(builtin_target_ids())}")
+
+
+def _check_declared(path: Path) -> None:
+    """A module that declares a capability name the registry would refuse (``../../x``, 65 characters, empty) is
+    refused before the gate runs (read from its syntax tree, never executed here)."""
+    from factory.build import BuildError, declared_attribute, read_env_file
+    from schemas.names import capability_problem
+
+    try:
+        declared = declared_attribute(read_env_file(path), "capability")
+    except BuildError as exc:
+        fail(str(exc))
+    if declared is not None and (problem := capability_problem(declared)):
+        fail(f"--from-file {path} declares a bad capability: {problem}; fix its `capability = ...` line")
+
+
+def _stopped(results: "list[BuildResult]", names: list[str], exc: BaseException) -> None:
+    """A build stopped by Ctrl-C or SIGTERM: which envs were registered (kept) and the command that goes on."""
+    from factory.cli.common import interrupted
+
+    kept = [r.capability for r in results if r.registered]
+    left = [n for n in names if n not in {r.capability for r in results}]
+    said = f"; registered before the stop and kept: {', '.join(kept)}" if kept else "; nothing was registered"
+    again = (f"; run the same command again to build {', '.join(left[:5])}{' and more' if len(left) > 5 else ''}"
+             " (a rebuild of a registered env with unchanged code keeps its version)") if left else ""
+    interrupted(said + again, exc)
 
 
 def _preflight(registry_root: Path, client: "LLMClient | None", build_dir: Path | None) -> None:

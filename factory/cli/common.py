@@ -158,7 +158,7 @@ def last_resort(exc: BaseException) -> int:
         errors.print(f"[bold red]error:[/] {safe(one_line(exc))}", highlight=False, soft_wrap=True)
         return code
     errors.print(
-        f"[bold red]error:[/] internal error: {safe(type(exc).__name__)}: {safe(str(exc).splitlines()[0] if str(exc) else '')} "
+        f"[bold red]error:[/] internal error: {safe(type(exc).__name__)}: {safe(one_line(exc)[:600])} "
         f"(a bug: rerun with {DEBUG_ENV_VAR}=1 for the traceback and report it)",
         highlight=False, soft_wrap=True,
     )
@@ -206,10 +206,15 @@ def print_sandbox(backend: str, warning: str | None) -> None:
 
 
 def parse_env_ref(reference: str, version: int | None) -> tuple[str, int | None]:
-    """Accept ``name``, ``trace/name-vN`` and ``env_registry:trace/name-vN``."""
+    """Accept ``name``, ``trace/name-vN`` and ``env_registry:trace/name-vN``; a name no env can have
+    (``../../x``) is refused here, with the command that lists the names there are."""
+    from schemas.names import capability_problem
+
     name = reference.split(":", 1)[-1].removeprefix("trace/")
     if "-v" in name:
         base, _, number = name.rpartition("-v")
         if number.isdigit():
-            return base, version if version is not None else int(number)
+            name, version = base, version if version is not None else int(number)
+    if problem := capability_problem(name):
+        fail(f"{problem}; `factory envs list` shows the registered envs (NAME or trace/NAME-vN)")
     return name, version

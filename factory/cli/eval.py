@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from factory.cli.common import JsonOption, RegistryOption, SandboxOption, check_backend, console, emit_json, errors, fail, interrupted, safe
 from factory.cli.summary import summary_table
-from schemas.errors import FactoryError, validation_message
+from schemas.errors import FactoryError, one_line, validation_message
+from schemas.files import reason
 
 if TYPE_CHECKING:
     from factory.evaluate.schema import EvalConfig, EvalReport
@@ -104,7 +105,7 @@ def eval_command(
     except ValidationError as exc:
         fail(validation_message(exc))
     except FactoryError as exc:
-        fail(" ".join(str(exc).split()))
+        fail(one_line(exc))
     _preflight(config)
     _warn_prompts(config)
     report = _run(config, fresh, as_json)
@@ -138,6 +139,11 @@ def _preflight(config: "EvalConfig") -> None:
         fail(str(exc))
     if config.engine == "hf" and config.model and (problem := model_problem(config.model)):
         fail(problem)
+    from schemas.files import adapter_problem
+
+    for name, path in config.adapters.items():  # weights missing or cut short: said before a model loads
+        if problem := adapter_problem(path, f"retrain {name} or pass another adapter"):
+            fail(f"adapter {name}: {problem}")
 
 
 def _warn_prompts(config: "EvalConfig") -> None:
@@ -147,7 +153,7 @@ def _warn_prompts(config: "EvalConfig") -> None:
     try:
         lines = AdapterPrompts.read(config.adapters, config.compact_tools).warnings()
     except FactoryError as exc:
-        fail(" ".join(str(exc).split()))
+        fail(one_line(exc))
     for line in lines:
         errors.print(f"[yellow]warning:[/] {safe(line)}", highlight=False, soft_wrap=True)
 
@@ -199,11 +205,11 @@ def _run(config: "EvalConfig", fresh: bool, as_json: bool) -> "EvalReport":
 
             return run_eval(config, progress=progress, stop=stop, fresh=fresh, menu_progress=menu_progress)
     except SandboxError as exc:  # the sandbox that plays the routing menu's demos failed: the run failed
-        fail(" ".join(str(exc).split()), 1)
+        fail(one_line(exc), 1)
     except (FactoryError, TargetError, LLMConfigError) as exc:
-        fail(" ".join(str(exc).split()))
+        fail(one_line(exc))
     except OSError as exc:
-        fail(f"cannot write to {config.out}: {exc.strerror or exc}", 1)
+        fail(f"cannot write to {config.out}: {reason(exc)}", 1)
     except KeyboardInterrupt as exc:
         interrupted("; run the same command again to resume (finished episodes are kept)", exc)
     raise AssertionError("unreachable")

@@ -10,7 +10,8 @@ import typer
 
 from factory.cli.common import console, emit_json, errors, fail, interrupted, parse_env_ref, safe
 from factory.cli.summary import summary_table
-from schemas.errors import FactoryError
+from schemas.errors import FactoryError, one_line
+from schemas.files import reason
 
 ENV_ARMS = ("base", "adapters")
 
@@ -24,7 +25,7 @@ def _env_id(env: str, registry: Path | None) -> str:
     try:
         return Registry(registry).get(name, version).manifest.gym_id
     except RegistryError as exc:
-        fail(" ".join(str(exc).split()))
+        fail(one_line(exc))
         raise
 
 
@@ -34,6 +35,7 @@ def eval_env(args: dict[str, Any]) -> None:
     from factory.evaluate.heldout import heldout_config
     from factory.preflight import model_problem
     from router.loading import adapters_given
+    from schemas.files import adapter_problem
 
     wanted = [a.strip() for a in args["arms"].split(",") if a.strip()]
     unknown = [a for a in wanted if a not in (*ENV_ARMS, "routed")]
@@ -43,6 +45,9 @@ def eval_env(args: dict[str, Any]) -> None:
     env_id = _env_id(args["env"], args["registry"])
     try:
         adapters = adapters_given(args["adapters_dir"], args["adapter"])
+        for name, path in adapters.items():  # weights missing or cut short: said now, not as an arm that never ran
+            if problem := adapter_problem(path, f"retrain {name} or pass another adapter"):
+                fail(f"adapter {name}: {problem}")
         overrides = {"heldout.seeds": args["heldout_seeds"], "heldout.first_seed": args["first_seed"],
                      "heldout.samples": args["trials"], "heldout.temperature": args["temperature"],
                      "rollout.max_new_tokens": args["max_tokens"], "rollout.compact_tools": args["compact_tools"],
@@ -60,7 +65,7 @@ def eval_env(args: dict[str, Any]) -> None:
     except PathProblem as exc:
         fail(str(exc))
     except FactoryError as exc:
-        fail(" ".join(str(exc).split()))
+        fail(one_line(exc))
     if problem := model_problem(str(config.model)):
         fail(problem)
     report = _run(env_id, config, adapters, wanted, Path(args["out"]), source, args["as_json"])
@@ -90,11 +95,11 @@ def _run(env_id: str, config: Any, adapters: dict[str, str], arms: list[str], ou
 
             return run_heldout(env_id, config, adapters, arms, out, source, progress)
     except SandboxError as exc:
-        fail(" ".join(str(exc).split()), 1)
+        fail(one_line(exc), 1)
     except FactoryError as exc:
-        fail(" ".join(str(exc).split()))
+        fail(one_line(exc))
     except OSError as exc:
-        fail(f"cannot write to {out}: {exc.strerror or exc}", 1)
+        fail(f"cannot write to {out}: {reason(exc)}", 1)
     except KeyboardInterrupt as exc:
         interrupted("; run the same command again (held-out evaluations are not resumed)", exc)
     raise AssertionError("unreachable")

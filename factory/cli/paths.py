@@ -61,7 +61,22 @@ def preflight_folder(path: Path, what: str, fix: str) -> None:
         kind = "a file" if existing.is_file() else "not a folder"
         where = "it" if existing == path else f"{existing} on its way"
         raise PathProblem(f"cannot use {what} {path}: {where} is {kind}; {fix}")
+    _check_lengths(path, existing, what, fix)
     _probe_writable(path, existing, what, fix)
+
+
+def _check_lengths(path: Path, existing: Path, what: str, fix: str) -> None:
+    """The parts still to be created must fit the file system's name limit (255 bytes on most), or the command
+    would fail at its first write, after the work: said now instead."""
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    for part in path.relative_to(existing).parts if existing != path else ():
+        size = len(os.fsencode(part))
+        if size > limit:
+            shown = part if len(part) <= 40 else f"{part[:37]}..."
+            raise PathProblem(f"cannot use {what}: the name {shown!r} is {size} bytes, over the file system's {limit}-byte limit; {fix}")
 
 
 def preflight_file(path: Path, what: str, fix: str) -> None:

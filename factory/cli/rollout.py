@@ -15,8 +15,9 @@ from rich.table import Table
 from factory.cli.common import JsonOption, console, emit_json, errors, fail, interrupted, safe
 from factory.cli.paths import PathProblem, preflight_folder
 from factory.cli.progress import default_columns, progress_display
-from schemas.errors import FactoryError, Interrupted, validation_message
+from schemas.errors import FactoryError, Interrupted, one_line, validation_message
 from llm_clients import LLMConfigError
+from schemas.files import reason
 
 if TYPE_CHECKING:  # the engine imports env_registry, which must not load for `factory --help`
     from factory.rollout.summary import RolloutSummary
@@ -137,7 +138,7 @@ def rollout(
         check_names(config)  # policy, user, judge: named wrongly, said so now, not as a missing API key later
         preflight_folder(out, "output folder", "pass another --out")
     except (FactoryError, PathProblem) as exc:
-        fail(" ".join(str(exc).split()))
+        fail(one_line(exc))
     stop = threading.Event()
     try:
         with progress_display(errors, *default_columns(TextColumn("passed {task.fields[passed]}"))) as bar:
@@ -149,9 +150,9 @@ def rollout(
             runner = Rollout(config, stop=stop, progress=progress)
             summary = runner.run()
     except (TargetError, FactoryError, LLMConfigError) as exc:
-        fail(" ".join(str(exc).split()))
+        fail(one_line(exc))
     except OSError as exc:
-        fail(f"cannot write to {out}: {exc.strerror or exc}", 1)
+        fail(f"cannot write to {out}: {reason(exc)}", 1)
     except KeyboardInterrupt as exc:
         interrupted("; run the command again to resume (finished episodes are kept)", exc)
     if json_output:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from factory.cli.common import JsonOption, RegistryOption, SandboxOption, check_backend, console, emit_json, errors, fail, interrupted, safe
 from factory.cli.exits import exit_code
-from schemas.errors import FactoryError, validation_message
+from schemas.errors import FactoryError, one_line, validation_message
 from sandbox import SandboxError
 
 
@@ -79,9 +79,9 @@ def route(
     except typer.Exit:
         raise
     except SandboxError as exc:
-        fail(" ".join(str(exc).split()), 1)
+        fail(one_line(exc), 1)
     except FactoryError as exc:
-        fail(" ".join(str(exc).split()), 2 if exit_code(exc) == 2 or _is_setup_error(exc) else 1)
+        fail(one_line(exc), 2 if exit_code(exc) == 2 or _is_setup_error(exc) else 1)
     except KeyboardInterrupt as exc:
         interrupted("; run the command again (routing keeps no partial results)", exc)
     except OSError as exc:  # a full disk or a folder gone since the preflight: the run failed; earlier outputs stay whole
@@ -89,7 +89,7 @@ def route(
 
         fail(f"the results were not written: {explain(exc)}", 1)
     except Exception as exc:  # noqa: BLE001 - the CLI promises one line, never a traceback
-        fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", 1)
+        fail(f"internal error: {type(exc).__name__}: {one_line(exc)[:300]}", 1)
 
 
 def _is_setup_error(exc: BaseException) -> bool:

@@ -10,7 +10,8 @@ import typer
 
 from factory.cli.common import JsonOption, console, emit_json, errors, fail, interrupted, safe
 from factory.cli.exits import exit_code
-from schemas.errors import FactoryError
+from schemas.errors import FactoryError, one_line
+from schemas.files import reason
 
 ORDER = ("rollouts", "analyze", "build", "train", "route", "eval")
 
@@ -169,6 +170,6 @@ def _run(settings: Any, config_file: str, until: str | None, forced: list[str], 
             interrupted(f" during {current.get('stage', 'start-up')}; run the same command again to resume there", exc)
         except (FactoryError, TargetError, SandboxError, LLMConfigError) as exc:
             code = exit_code(exc)  # a bad setting found by a stage is still bad input (2); anything else: the run failed
-            fail(f"{current.get('stage', 'pipeline')} failed: {' '.join(str(exc).split())} (finished stages are kept; fix and run again)", code)
+            fail(f"{current.get('stage', 'pipeline')} failed: {one_line(exc)} (finished stages are kept; fix and run again)", code)
         except OSError as exc:
-            fail(f"{current.get('stage', 'pipeline')} failed: cannot write {exc.filename or settings.run_dir}: {exc.strerror or exc}", 1)
+            fail(f"{current.get('stage', 'pipeline')} failed: cannot write {exc.filename or settings.run_dir}: {reason(exc)}", 1)

@@ -13,6 +13,8 @@ from sandbox import SandboxError, open_sandbox
 from sandbox import image as sandbox_image
 from sandbox import leftovers
 from sandbox.status import SandboxStatus, sandbox_status
+from schemas.errors import one_line
+from schemas.files import reason
 
 app = typer.Typer(help="Inspect and prepare the sandbox that runs env code.", no_args_is_help=True)
 
@@ -110,7 +112,7 @@ def build_image(
             try:
                 stats = _write_rootfs(rootfs)
             except OSError as exc:
-                fail(f"cannot write the root filesystem tar to {rootfs}: {exc.strerror or exc}", 1)
+                fail(f"cannot write the root filesystem tar to {rootfs}: {reason(exc)}", 1)
         if as_json:
             emit_json({"rootfs": str(rootfs), **stats.model_dump()})
         else:
@@ -250,6 +252,6 @@ def exec_command(
 
 
 def _one_line(exc: BaseException) -> str:
-    text = (str(exc).strip().splitlines() or [""])[0]
+    text = one_line(exc)  # the whole message on one line (schemas.errors), never just its first line
     return f"{type(exc).__name__}: {text}"[:400] if not isinstance(exc, SandboxError) else text[:400]
 

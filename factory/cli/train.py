@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -11,6 +12,7 @@ import typer
 from factory.cli.common import JsonOption, RegistryOption, check_backend, console, emit_json, errors, fail, parse_env_ref, safe
 from factory.cli.exits import exit_code, mark_reported
 from schemas.errors import FactoryError, one_line
+from schemas.files import reason
 
 ConfigOption = Annotated[Optional[Path], typer.Option("--config", help="train.toml (see trainer/config.py for every key).")]
 
@@ -27,7 +29,7 @@ def _env_ids(env: Optional[str], train_all: bool, registry: Optional[Path]) -> l
             try:
                 ids.append(store.get(name).manifest.gym_id)
             except RegistryError as exc:  # one broken entry never stops the others
-                errors.print(f"skipped {safe(name)}: {safe(' '.join(str(exc).split()))}", highlight=False)
+                errors.print(f"skipped {safe(name)}: {safe(one_line(exc))}", highlight=False)
         if not ids:
             fail(f"no envs registered in {store.root}; build some with `factory build`")
         return ids
@@ -127,12 +129,19 @@ def train(
         capability = env_id.removeprefix("trace/").rsplit("-v", 1)[0]
         folder = base / capability if base and train_all else base or Path("runs") / capability
         runs.append((env_id, settings.model_copy(update={"output_dir": str(folder)})))
-    _preflight(runs, resume)
-    results = []
-    for env_id, run_settings in runs:
-        results.append(_train_one(env_id, run_settings, resume, not main))  # progress on stderr, --json or not
-        if results[-1].get("stopped"):
-            break  # a stop ends the whole command; the envs after it were not started
+    locks: list[tuple[Path, Any]] = []
+    try:
+        resumes = _preflight(runs, resume, main, locks)
+        results = []
+        for (env_id, run_settings), resumed in zip(runs, resumes):
+            results.append(_train_one(env_id, run_settings, resumed, not main))  # progress on stderr, --json or not
+            if results[-1].get("stopped"):
+                break  # a stop ends the whole command; the envs after it were not started
+    finally:
+        from trainer.checkpoint import unlock_run
+
+        for folder, lock in locks:
+            unlock_run(folder, lock)
     if main:
         _report(results, as_json)
     stopped = next((r for r in results if r.get("stopped")), None)
@@ -157,23 +166,50 @@ def _size_defaults(settings: Any) -> Any:
     return resolved
 
 
-def _preflight(runs: list[tuple[str, Any]], resume: bool) -> None:
-    """Everything a typo could get wrong, before a sandbox starts or a model loads: the model's name, every
-    run folder (writable; holding a run exactly when --resume says so)."""
+def _preflight(runs: list[tuple[str, Any]], resume: bool, main: bool, locks: list[tuple[Path, Any]]) -> list[bool]:
+    """Everything a typo could get wrong, before a sandbox starts or a model loads: the model (its name, its
+    config.json), every run folder (writable; held by no other `factory train`; holding a run exactly when
+    --resume says so). A folder whose run stopped before its first checkpoint is started over, said on stderr;
+    a resumed run says from which iteration. Returns, per run, whether it resumes."""
     from factory.cli.paths import PathProblem, preflight_folder
     from factory.preflight import model_problem
-    from trainer.checkpoint import resume_point
+    import shutil
 
+    from trainer.checkpoint import load_state, lock_run, resume_point, unlock_run
+
+    import importlib.util
+
+    missing = [name for name in ("torch", "transformers", "peft", "accelerate") if importlib.util.find_spec(name) is None]
+    if missing:  # one line, not an import traceback deep in the trainer (or accelerate's own, under `accelerate launch`)
+        fail(f"factory train needs {', '.join(missing)} in this Python ({sys.executable}): pip install 'trace-factory[train]'")
     settings = runs[0][1]
     if problem := model_problem(settings.model):
         fail(problem)
+    say = (lambda line: errors.print(f"[yellow]note:[/] {safe(line)}", highlight=False, soft_wrap=True)) if main else None
+    resumes = []
     for env_id, run_settings in runs:
         folder = Path(run_settings.output_dir)
+        created = not folder.exists()
+        if created and resume:  # said before the lock makes the folder
+            fail(f"cannot resume: {folder} does not exist; run the same command without --resume to start a run there")
         try:
             preflight_folder(folder, "run folder", "pass --output DIR")
-            resume_point(folder, env_id, run_settings, resume)
+            if main:  # under `accelerate launch` the ranks share the folder: rank 0 holds it
+                locks.append((folder, lock_run(folder)))
+            found = resume_point(folder, env_id, run_settings, resume, clear=main, note=say)
         except (PathProblem, FactoryError) as exc:
+            if created and locks and locks[-1][0] == folder:  # refused: leave no folder the lock made
+                unlock_run(*locks.pop())
+                shutil.rmtree(folder, ignore_errors=True)
             fail(str(exc))
+        except OSError as exc:
+            from schemas.files import explain
+
+            fail(f"cannot use run folder {folder}: {explain(exc, 'pass --output DIR')}")
+        if found is not None and say is not None:
+            say(f"{env_id}: resuming the run in {folder} from iteration {int(load_state(found)['iteration']) + 1} (checkpoint {found.name})")
+        resumes.append(found is not None)
+    return resumes
 
 
 def _train_one(env_id: str, settings: Any, resume: bool, quiet: bool) -> dict[str, Any]:
@@ -298,7 +334,7 @@ def _collect(env_ids: list[str], settings: Any, base_url: str, path: Path, as_js
                     "infrastructure_errors": len(records) - len(valid),
                 }
     except OSError as exc:
-        fail(f"cannot write {path}: {exc.strerror or exc}")
+        fail(f"cannot write {path}: {reason(exc)}")
     except FactoryError as exc:
         fail(str(exc))
     if as_json:

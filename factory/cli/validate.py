@@ -9,6 +9,7 @@ verdicts are printed before any file is written, so a write that still fails cos
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -71,8 +72,8 @@ def validate(
     policy = _calibration_policy(calibrate_llm, calibrate_base_url)
     calibration = CalibrationConfig(seeds=calibrate_seeds, group_size=calibrate_k)
     outcomes: list[EnvOutcome] = []
-    for index, (label, reference) in enumerate(targets, start=1):
-        source, problem = _source(reference, registry)
+    sources = [_source(reference, registry, label) for label, reference in targets]  # every input read before the first gate
+    for index, ((label, _), (source, problem)) in enumerate(zip(targets, sources), start=1):
         if problem is not None:
             if not many:
                 fail(problem)
@@ -98,11 +99,18 @@ def _expand(envs: list[str]) -> list[tuple[str, str | Path]]:
             if not found:
                 fail(f"{env}: no env modules (.py files) in that folder")
             targets += [(str(p), p) for p in found]
-        elif path.suffix == ".py" or path.exists():
-            targets.append((str(path), path))
+        elif path.suffix == ".py" or path.exists() or _looks_like_path(env):
+            targets.append((env if not path.exists() else str(path), path))  # a missing one is said as such ("no such file or folder"), not as a bad env name
         else:
             targets.append((env, env))
     return targets
+
+
+def _looks_like_path(env: str) -> bool:
+    """``envs/``, ``./x``, ``~/x``, ``a/b``: a path, never a registry reference (``NAME``, ``trace/NAME-vN``)."""
+    if env.startswith(("/", "./", "../", "~")) or env.endswith(("/", os.sep)):
+        return True
+    return "/" in env and not env.split(":", 1)[-1].startswith("trace/")
 
 
 def _preflight(report_path: Path | None, junit: Path | None, many: bool) -> None:
@@ -136,17 +144,25 @@ def _calibration_policy(calibrate_llm: str | None, base_url: str | None) -> Any:
         fail(str(exc))
 
 
-def _source(reference: str | Path, registry: Path | None) -> tuple[str, str | None]:
+def _source(reference: str | Path, registry: Path | None, label: str = "") -> tuple[str, str | None]:
     """(source, None), or ("", the one line that says why it cannot be read)."""
     from schemas.files import InputFileError, read_text
     from env_registry.registry import Registry, RegistryError
-    from factory.build import MAX_ENV_FILE_BYTES
+    from factory.build import MAX_ENV_FILE_BYTES, declared_attribute
+    from schemas.names import capability_problem
 
     if isinstance(reference, Path):
+        if not os.path.lexists(reference):
+            what, kind = ("", "folder") if (label or str(reference)).endswith(("/", os.sep)) else ("env file ", "file or folder")
+            return "", f"cannot read {what}{label or reference}: no such {kind}; check the path (a registered env is NAME or trace/NAME-vN)"
         try:
-            return read_text(reference, f"cannot read env file {reference}", "a .py env module or a registered env id", MAX_ENV_FILE_BYTES), None
+            source = read_text(reference, f"cannot read env file {reference}", "a .py env module or a registered env id", MAX_ENV_FILE_BYTES)
         except InputFileError as exc:
             return "", str(exc)
+        declared = declared_attribute(source, "capability")
+        if declared is not None and (problem := capability_problem(declared)):  # the registry would refuse it: before the gate
+            return "", f"{reference} declares a bad capability: {problem}; fix its `capability = ...` line"
+        return source, None
     name, version = parse_env_ref(reference, None)
     try:
         return Registry(registry).get(name, version).source, None

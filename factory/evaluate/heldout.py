@@ -10,7 +10,6 @@ command's flags override them. Generated env code runs only in the sandbox (``tr
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from schemas.config_file import put
 from schemas.errors import FactoryError, validation_message
-from schemas.files import state_file_message, write_atomic
+from schemas.files import TRAIN_RUN_FILE, read_train_run, write_atomic
 from factory.evaluate.schema import ADAPTER_PREFIX, ARM_BASE, EvalError
 from trainer.heldout import HeldoutResult
 
@@ -50,18 +49,11 @@ class HeldoutReport(BaseModel):
 
 
 def run_settings(adapter: str) -> dict[str, Any] | None:
-    """The config of the ``factory train`` run an adapter folder belongs to (``<run>/adapter`` + ``<run>/run.json``)."""
-    path = Path(adapter).parent / "run.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EvalError(state_file_message(path, exc, "pass --model and the settings as flags, or repair the file")) from None
-    config = data.get("config") if isinstance(data, dict) else None
-    if not isinstance(config, dict):
-        raise EvalError(f"{path}: no 'config' object; it was not written by `factory train`")
-    return config
+    """The config of the ``factory train`` run an adapter folder belongs to (``<run>/adapter`` + ``<run>/run.json``),
+    through the one reader of that file (:func:`schemas.files.read_train_run`)."""
+
+    run = read_train_run(Path(adapter).parent, "pass --model and the settings as flags, or repair the file", EvalError)
+    return dict(run.config) if run is not None else None
 
 
 def heldout_config(env_id: str, adapters: dict[str, str], model: str | None, overrides: dict[str, Any]) -> tuple[Any, str | None]:
@@ -90,7 +82,7 @@ def heldout_config(env_id: str, adapters: dict[str, str], model: str | None, ove
         if value is not None:
             put(data, key, value, EvalError)
     try:
-        return TrainConfig.model_validate(data), str(Path(source).parent / "run.json") if source else None
+        return TrainConfig.model_validate(data), str(Path(source).parent / TRAIN_RUN_FILE) if source else None
     except ValidationError as exc:
         raise EvalError(validation_message(exc)) from None
     except TrainError as exc:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from env_registry.targets.tasks import Task
-from schemas.errors import FactoryError
+from schemas.errors import FactoryError, one_line
 from factory.rollout.policies import Act, Action, Policy, PolicyError
 
 
@@ -156,7 +156,7 @@ class HFPolicy(Policy):
         except FactoryError:
             raise
         except Exception as exc:  # noqa: BLE001 - transformers raises many types for a bad folder
-            raise FactoryError(f"--policy {spec!r}: cannot load: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+            raise FactoryError(f"--policy {spec!r}: cannot load: {type(exc).__name__}: {one_line(exc)[:600]}") from None
         if getattr(tokenizer, "chat_template", None) is None:
             raise FactoryError(f"--policy {spec!r}: the tokenizer has no chat template, so tools cannot be rendered")
         model.eval()

@@ -3,7 +3,6 @@ registry, gym ids and adapters; policies, users, judges and models named wrongly
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -42,15 +41,12 @@ def test_one_rule_refuses_unsafe_names_everywhere(name: str, tmp_path: Path) -> 
     assert is_capability_name("precondition_verification") and capability_problem("tiny_cancel") is None
 
 
-@pytest.mark.slow
-def test_validate_fails_an_env_that_declares_an_unsafe_capability(tmp_path: Path) -> None:
+def test_validate_refuses_an_env_that_declares_an_unsafe_capability_before_the_gate(tmp_path: Path) -> None:
     path = tmp_path / "escape.py"
     path.write_text(TINY.replace('capability = "tiny_cancel"', 'capability = "../../x"'))
     ran = run_factory("validate", str(path), "--sandbox", "bwrap", "--json", *FAST_GATE)
-    assert ran.code == 1, ran.stderr[-1500:]
-    report = json.loads(ran.stdout)
-    failed = [c for c in report["checks"] if not c["passed"]]
-    assert [c["name"] for c in failed] == ["interface"] and "'../../x' is not a capability name" in failed[0]["message"]
+    assert ran.code == 2 and ran.stdout == "", ran.stderr[-1500:]  # bad input, said before any sandbox starts
+    assert "declares a bad capability: '../../x' is not a capability name" in ran.lines[-1]
 
 
 def test_build_refuses_an_unsafe_capability_before_the_gate(tmp_path: Path) -> None:

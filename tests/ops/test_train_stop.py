@@ -53,6 +53,7 @@ def test_sigterm_after_the_first_iteration_then_resume_continues_from_the_next(t
 
     resumed = run_factory(*args, "--resume", "--json", TRACE_FACTORY_REGISTRY=str(registry))
     assert resumed.code == 0, resumed.stderr[-2000:]
+    assert f"resuming the run in {out} from iteration {done_before + 1}" in resumed.stderr  # said, not silent
     assert metrics(out) == [(0, "grpo"), (1, "grpo"), (2, "grpo")]
     assert json.loads((out / "metrics.jsonl").read_text().splitlines()[0]) == row_zero  # that iteration's metrics are kept
     assert json.loads(resumed.stdout)["summary"]["iterations"] == 3
@@ -94,7 +95,7 @@ def test_resume_never_silently_restarts(tmp_path: Path, registry: Path, tiny_mod
     other = run_factory(*base, "--output", str(used), "--resume", TRACE_FACTORY_REGISTRY=str(registry))
     assert other.code == 2 and "holds a run of trace/other-v0, not trace/tiny_cancel-v0" in other.lines[-1]
     fresh = run_factory(*base, "--output", str(used), TRACE_FACTORY_REGISTRY=str(registry))
-    assert fresh.code == 2 and "already holds a run; pass --resume" in fresh.lines[-1]
+    assert fresh.code == 2 and "already holds a run (last checkpoint iter-000000); pass --resume" in fresh.lines[-1]
     assert (used / "metrics.jsonl").read_text() == '{"iteration": 0}\n'  # nothing emptied
 
 

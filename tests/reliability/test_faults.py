@@ -251,7 +251,7 @@ def test_deeply_nested_actions_never_raise_in_a_sandboxed_env(tmp_path: Path) ->
     [
         (PermissionError(errno.EACCES, "Permission denied", "/srv/envs/x"), "error: /srv/envs/x: permission denied; fix its permissions", 1),
         (OSError(errno.EIO, "Input/output error", "/srv/envs/y"), "error: /srv/envs/y: input/output error from the device", 1),
-        (RuntimeError("surprise\nsecond line"), "internal error: RuntimeError: surprise (a bug: rerun with TRACE_FACTORY_DEBUG=1", 1),
+        (RuntimeError("surprise\nsecond line"), "internal error: RuntimeError: surprise second line (a bug: rerun with TRACE_FACTORY_DEBUG=1", 1),  # whole, on one line
         (KeyboardInterrupt(), None, 130),  # Ctrl-C: the conventional status, no traceback, no noise
     ],
 )

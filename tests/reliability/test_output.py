@@ -75,7 +75,7 @@ def test_envs_remove_json_and_list_on_a_file(tmp_path: Path, factory_main) -> No
     assert removed.code == 0
     assert json.loads(removed.stdout) == {"removed": ["trace/tiny_cancel-v0"], "capability": "tiny_cancel", "registry": str(root)}
     (tmp_path / "a_file").write_text("")
-    for command in (["envs", "list"], ["envs", "show", "x"], ["envs", "remove", "x"]):
+    for command in (["envs", "list"], ["envs", "show", "tiny_cancel"], ["envs", "remove", "tiny_cancel"]):  # a sound name: the registry is what is wrong
         outcome = factory_main(*command, "--registry", str(tmp_path / "a_file"))
         line = one_line(outcome.stderr)
         assert outcome.code == 2 and "is a file, not a folder" in line and "--registry" in line

@@ -146,7 +146,7 @@ def _free_port() -> int:
         (["-c", "telepathy", "--description", "x"], "needs an LLM to write its env: pass --llm"),
         (["-c", "precondition_verification", "--llm", "openai:gpt-4.1", "--target", "mars"], "unknown target 'mars'"),
         (["-c", "precondition_verification", "--llm", "martian:big"], "unknown LLM provider 'martian'"),
-        (["--all"], "--all needs --report"),
+        (["--all", "--llm", "openai:gpt-4.1"], "--all with --llm builds the capabilities of --report"),
         (["-c", "refund_rules", "--report", "/no/such/capabilities.json"], "no such file"),
     ],
 )

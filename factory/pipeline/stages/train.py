@@ -94,9 +94,7 @@ class TrainStage(Stage):
 
 
 def _summary(out: Path) -> dict[str, Any]:
-    import json
+    from schemas.files import read_train_summary
 
-    try:
-        return json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    fix = "remove it and run again (the train stage then resumes from its last checkpoint)"
+    return read_train_summary(out, fix) or {}  # the one reader of summary.json: damaged is exit 2, never {}
