@@ -254,20 +254,21 @@ class Shim:
             if proc.status is None:
                 _sleep(0.005)
         if proc.status is None:  # it closed the pipe but lives on: it is ended here
-            self.end(proc)
+            self.end(proc, wait=True)
             return 128 + signal.SIGKILL
         if os.WIFSIGNALED(proc.status):
             return 128 + os.WTERMSIG(proc.status)
         return os.waitstatus_to_exitcode(proc.status)
 
-    def end(self, proc: EnvProcess | None) -> None:
-        """Kill an env process and collect it."""
+    def end(self, proc: EnvProcess | None, wait: bool = False) -> None:
+        """Kill an env process (collected by :meth:`reap`, or here with ``wait``)."""
         if proc is None:
             return
         if proc.pid is not None and proc.status is None:
             try:
                 os.kill(proc.pid, signal.SIGKILL)
-                _, proc.status = os.waitpid(proc.pid, 0)
+                if wait:
+                    _, proc.status = os.waitpid(proc.pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
         proc.close()
@@ -275,7 +276,7 @@ class Shim:
 
     def kill(self) -> None:
         for proc in list(self.procs.values()):
-            self.end(proc)
+            self.end(proc, wait=True)
         if self.template is not None:
             try:
                 os.kill(self.template.pid, signal.SIGKILL)

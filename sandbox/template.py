@@ -22,6 +22,7 @@ subreaper) and the shim reaps it and reads its exit status; it sends the worker'
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -175,6 +176,7 @@ def _template_main(sock: socket.socket, handler: str, checked: bool, shim: int, 
     snapshot = Snapshot() if checked else None
     info = {"handler": handler, "integrity_checked": checked, "fresh_processes": True}
     _send(sock, {"event": "ready", "methods": sorted(methods), **info})
+    gc.freeze()  # what is here now is never traversed by a child's collector: its pages stay shared
     while True:
         op, fds, _, _ = socket.recv_fds(sock, 1, 2)
         if not op:
@@ -191,6 +193,8 @@ def _template_main(sock: socket.socket, handler: str, checked: bool, shim: int, 
             del body
             if checked:
                 snapshot = Snapshot()  # the kits it imported are covered from the first env process on
+            gc.collect()
+            gc.freeze()
             _send(sock, answer)
         elif op == _FORK and len(fds) == 2:
             _fork(fds[0], fds[1], sock, methods, snapshot, checked, shim, close_above, info)
@@ -231,6 +235,8 @@ def _env_process(request_r: int, reply_w: int, sock: socket.socket, methods: dic
         worker._prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: dies with the shim
         if os.getppid() != shim:
             os._exit(1)
+        if snapshot is not None:
+            snapshot.rebase()
         proto = os.dup(1)
         os.dup2(2, 1)
         handler = sys.modules.get(info["handler"])

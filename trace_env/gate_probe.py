@@ -143,6 +143,9 @@ def play(driver: Driver, seed: int, turns: list[Any], templates: bool = False, d
     if graded_now:
         graded = driver.finish()  # graded as training grades a capped episode; the gate's own name for it
     episode = driver.episode()  # read once the episode has ended (a remote driver asks for it then)
+    timed = getattr(driver, "timings", None)
+    if timed is not None:  # an episode process of its own timed them: its start is no cost of the env's
+        reset_ms, step_ms = timed()
     if graded_now:
         ended_by = "actions_exhausted"
     else:

@@ -306,6 +306,11 @@ class _RemoteDriver:
     def env_errors(self) -> list[dict[str, str]]:
         return list(self._recorded()["env_errors"])
 
+    def timings(self) -> tuple[float, list[float]]:
+        """The reset's and the steps' ms as the episode process timed them (its start not included)."""
+        data = self._recorded()
+        return float(data["reset_ms"]), [float(ms) for ms in data["step_ms"]]
+
 
 def _driver(uncached: bool = False) -> Any:
     if _episode_calls:
@@ -322,7 +327,8 @@ def record(params: dict[str, Any]) -> dict[str, Any]:
     episode = runner.episode
     return {"scenario": episode.scenario.to_dict(), "state": episode.state, "messages": episode.messages,
             "tool_log": [vars(r) for r in episode.tool_log], "steps": episode.steps,
-            "user_turns": episode.user_turns, "ended_by": episode.ended_by, "env_errors": list(runner.env_errors)}
+            "user_turns": episode.user_turns, "ended_by": episode.ended_by, "env_errors": list(runner.env_errors),
+            "reset_ms": _timings["reset_ms"], "step_ms": list(_timings["step_ms"])}
 
 
 def episode(params: dict[str, Any]) -> dict[str, Any]:
@@ -418,19 +424,30 @@ def usage(params: dict[str, Any]) -> dict[str, Any]:
     return {"cpu_s": round(time.process_time(), 3)}
 
 
+_timings: dict[str, Any] = {"reset_ms": 0.0, "step_ms": []}
+"""The env's own time on this episode's reset and steps (gate_probe.Stopwatch), timed alike for every caller;
+the gate reads them with the ``record`` (the process's start is the platform's cost, not the env's)."""
+
+
 def reset(params: dict[str, Any]) -> dict[str, Any]:
     """A new episode on a fresh env (a newly executed module): nothing of an earlier episode survives."""
+    watch = gate_probe.Stopwatch()
     runner = EpisodeRunner(_fresh_env())
     _state["runner"] = runner
     seed = int(params["seed"])
-    return runner.reset(seed, _scenario(seed), params.get("max_steps")).to_dict()
+    result = runner.reset(seed, _scenario(seed), params.get("max_steps")).to_dict()
+    _timings.update(reset_ms=watch.ms(), step_ms=[])
+    return result
 
 
 def step(params: dict[str, Any]) -> dict[str, Any]:
     runner = _state.get("runner")
     if runner is None:
         raise RuntimeError("call 'reset' before 'step'")
-    return runner.step(_action(params.get("action"))).to_dict()
+    watch = gate_probe.Stopwatch()
+    result = runner.step(_action(params.get("action"))).to_dict()
+    _timings["step_ms"].append(watch.ms())
+    return result
 
 
 def truncate(params: dict[str, Any]) -> dict[str, Any]:
