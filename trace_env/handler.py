@@ -62,9 +62,12 @@ def _scenario(seed: int) -> Scenario:
 
 
 def _env() -> TaskEnv:
+    """The current env; in a process forked from the template (which runs no env code), a fresh one."""
     env = _state.get("env")
     if env is None:
-        raise RuntimeError("no env loaded in this worker: call 'load' first")
+        if _state.get("program") is None:
+            raise RuntimeError("no env loaded in this worker: call 'load' first")
+        env = _fresh_env()
     return env
 
 
