@@ -24,6 +24,13 @@ reads) and speaks the protocol over ``DIR/<name>.in`` and ``.out`` (:mod:`sandbo
 
 If the env process dies during a call, the shim exits with its status, so the host sees what it saw before
 the split: a worker that died during the call, with its exit code and stderr.
+
+By default there is not one env process but one per episode (:mod:`sandbox.template`): the shim forks a clean
+template process at start, and a new env process from it for every ``reset`` (serving that episode's ``step``
+and ``truncate``) and for every other call (ended after its reply). A one-call process may ask for episodes of
+its own (``{"sub": ...}`` lines, answered on its stdin): each ``reset`` there is a fresh process too, so the
+gate's probes play episodes exactly as training does. ``usage`` is answered here (the CPU of every process).
+``--one-process`` keeps the single env process (the layout before; the benchmark and the control tests).
 """
 
 from __future__ import annotations
@@ -248,6 +255,22 @@ class Shim:
         """An env process's exit code (128+N for signal N), waiting a moment for it to finish exiting."""
         if proc is None or proc.pid is None:
             return 1
+        if self.template is not None and proc.status is None:  # the template's child: it knows the status
+            from sandbox import template
+
+            try:
+                deadline = _monotonic() + _EXIT_GRACE_S
+                while proc.status is None and _monotonic() < deadline:
+                    proc.status = self.template.status(proc.pid, wait=False)
+                    if proc.status is None:
+                        _sleep(0.005)
+                if proc.status is None:  # it closed the pipe but lives on: it is ended here
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.status = self.template.status(proc.pid, wait=True)
+            except (template.TemplateDied, ProcessLookupError):
+                return 128 + signal.SIGKILL
+            if proc.status is None:
+                return 128 + signal.SIGKILL
         deadline = _monotonic() + _EXIT_GRACE_S
         while proc.status is None and _monotonic() < deadline:
             self.reap()
@@ -267,7 +290,7 @@ class Shim:
         if proc.pid is not None and proc.status is None:
             try:
                 os.kill(proc.pid, signal.SIGKILL)
-                if wait:
+                if wait and self.template is None:
                     _, proc.status = os.waitpid(proc.pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass

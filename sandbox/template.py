@@ -16,8 +16,9 @@ frames above the handler in an env process are the same whatever asked for it, g
 
 The shim talks to the template over a private socket pair: ``P`` + a length-prefixed JSON ``load`` request
 (answered with the handler's ``prepare`` result or its error), and ``F`` with two pipe fds (``SCM_RIGHTS``):
-fork a process on them. The process is forked twice, so it becomes the shim's child (the shim is a child
-subreaper) and the shim reaps it and reads its exit status; it sends the worker's ready line on its pipe.
+fork a process on them (it sends the worker's ready line on its pipe); ``W`` + a pid: that process's exit
+status, which the shim asks for when its pipe closed during a call. The template collects the others at each
+fork and keeps nothing of them.
 """
 
 from __future__ import annotations
@@ -29,13 +30,10 @@ import socket
 import stat
 import struct
 import sys
-import time
 from typing import Any
 
 _HEADER = struct.Struct(">Q")
-_FORK, _PREPARE = b"F", b"P"
-#: How long a new env process waits to be re-parented to the shim (its first parent exits at once).
-_REPARENT_S = 2.0
+_FORK, _PREPARE, _STATUS = b"F", b"P", b"W"
 
 
 class TemplateDied(Exception):
@@ -89,6 +87,14 @@ class Template:
             socket.send_fds(self.sock, [_FORK], [request_r, reply_w])
         except OSError:
             raise TemplateDied("the template process exited") from None
+
+    def status(self, pid: int, wait: bool) -> int | None:
+        """The wait status of env process ``pid`` once it exited (None: it runs on, unless ``wait``)."""
+        try:
+            self.sock.sendall(_STATUS + _HEADER.pack(pid) + (b"1" if wait else b"0"))
+        except OSError:
+            raise TemplateDied("the template process exited") from None
+        return self._message().get("status")
 
 
 def wipe(directory: str, keep: frozenset[str] = frozenset()) -> None:
@@ -197,43 +203,55 @@ def _template_main(sock: socket.socket, handler: str, checked: bool, shim: int, 
             gc.freeze()
             _send(sock, answer)
         elif op == _FORK and len(fds) == 2:
-            _fork(fds[0], fds[1], sock, methods, snapshot, checked, shim, close_above, info)
+            _collect()
+            if os.fork() == 0:
+                _env_process(fds[0], fds[1], sock, methods, snapshot, checked, close_above, info)
+            os.close(fds[0])
+            os.close(fds[1])
+        elif op == _STATUS:
+            asked = _exactly(sock, _HEADER.size + 1)
+            if asked is None:
+                return 0
+            _send(sock, {"status": _status(_HEADER.unpack(asked[:-1])[0], asked[-1:] == b"1")})
         else:
             for fd in fds:
                 os.close(fd)
 
 
-def _fork(request_r: int, reply_w: int, sock: socket.socket, methods: dict[str, Any], snapshot: Any, checked: bool,
-          shim: int, close_above: int, info: dict[str, Any]) -> None:
-    """Fork twice: the grandchild is the env process, re-parented to the shim (a subreaper)."""
-    middle = os.fork()
-    if middle == 0:
+def _collect() -> None:
+    """Collect env processes that exited (the shim ended them), keeping nothing of them."""
+    while True:
         try:
-            if os.fork() == 0:
-                _env_process(request_r, reply_w, sock, methods, snapshot, checked, shim, close_above, info)
-        finally:
-            os._exit(0)
-    os.close(request_r)
-    os.close(reply_w)
-    os.waitpid(middle, 0)
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _status(pid: int, wait: bool) -> int | None:
+    """Wait status of a child of this process that exited (asked by the shim when its pipe closed)."""
+    try:
+        done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return status if done == pid else None
 
 
 def _env_process(request_r: int, reply_w: int, sock: socket.socket, methods: dict[str, Any], snapshot: Any,
-                 checked: bool, shim: int, close_above: int, info: dict[str, Any]) -> None:
+                 checked: bool, close_above: int, info: dict[str, Any]) -> None:
     """One env process: the worker's request loop on the two pipes, with the template's snapshot."""
     code = 1
     try:
+        template = os.getppid()
         sock.close()
         os.dup2(request_r, 0)
         os.dup2(reply_w, 1)
         os.closerange(3, close_above)
         from sandbox import worker
 
-        deadline = time.monotonic() + _REPARENT_S
-        while os.getppid() != shim and time.monotonic() < deadline:
-            time.sleep(0.0002)
-        worker._prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: dies with the shim
-        if os.getppid() != shim:
+        worker._prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: dies with the template (which dies with the shim)
+        if os.getppid() != template:
             os._exit(1)
         if snapshot is not None:
             snapshot.rebase()

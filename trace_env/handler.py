@@ -10,6 +10,10 @@ attributes start clean each episode, in the gate and in training alike, so an en
 notice consecutive seeds or remember that the gate called a solution. What env code could still reach
 beyond its own module (the SDK, kits, stdlib modules, builtins) is refused by the lint and, for rebinding,
 by the worker's integrity check (``sandbox.integrity``); see ARCHITECTURE.md, "No state survives an episode".
+
+Under the shim's fresh processes (``sandbox.template``) each episode and each other call runs in a process of its
+own, forked from one that only ran :func:`prepare`; the gate's probes then play episodes through
+:class:`_RemoteDriver`, each in a fresh episode process that sees what training sends it.
 """
 
 from __future__ import annotations
