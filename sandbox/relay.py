@@ -82,6 +82,7 @@ class EnvProcess:
         self.pid, self.to_env, self.from_env_fd = pid, to_env, from_env
         self.env = Lines(from_env)
         self.status: int | None = None  # its wait status, once reaped
+        self.starting = pid is None  # a new process: its ready line (with its pid) comes before the first reply
 
     def line(self) -> bytes | None:
         try:
@@ -99,6 +100,8 @@ class EnvProcess:
         except OSError:  # BrokenPipeError: it is gone
             return None
         prefix = b'{"id":%d,' % call_id
+        if self.starting and not self.ready():
+            return None
         while True:
             reply = self.line()
             if reply is None:
@@ -125,6 +128,20 @@ class EnvProcess:
             what = "went away right after its reply" if echo is None else "sent a second line after its reply"
             raise ProtocolViolation(f"the env process {what} (env code wrote on the protocol pipe itself)")
         return reply[len(prefix):]
+
+    def ready(self) -> bool:
+        """Read a new process's ready line (written before it reads its first request); False if it died."""
+        line = self.line()
+        if line is None:
+            return False
+        try:
+            info, _ = _scan(line.decode("utf-8", "replace"), 0)
+        except (ValueError, StopIteration):
+            info = None
+        if not isinstance(info, dict) or info.get("event") != "ready" or type(info.get("pid")) is not int:
+            raise ProtocolViolation("a new env process did not start")
+        self.pid, self.starting = info["pid"], False
+        return True
 
     def close(self) -> None:
         for fd in (self.to_env, self.from_env_fd):

@@ -213,19 +213,8 @@ class Shim:
         finally:
             os.close(req_r)
             os.close(rep_w)
-        proc = EnvProcess(None, to_env, from_env)
-        ready = proc.line()
-        try:
-            info, _ = _scan((ready or b"").decode("utf-8", "replace"), 0)
-        except (ValueError, StopIteration):
-            info = None
-        if not isinstance(info, dict) or info.get("event") != "ready" or type(info.get("pid")) is not int:
-            proc.close()
-            raise ProtocolViolation("a new env process did not start")
-        proc.pid = info["pid"]
-        self.procs[proc.pid] = proc
-        self.reap()
-        return proc
+        # its ready line is read with its first reply (EnvProcess.call): one round trip less per process
+        return EnvProcess(None, to_env, from_env)
 
     # -- start and relay -------------------------------------------------------------------------------
     def start(self) -> int | None:
@@ -321,6 +310,8 @@ class Shim:
     def _on(self, proc: EnvProcess | None, method: Any, params: Any, sub: Any = None) -> bytes | None:
         assert proc is not None
         reply = proc.call(method, params, sub)
+        if proc.pid is not None:
+            self.procs[proc.pid] = proc
         if reply is None and self.dead is None:
             self.dead = proc
         return reply
