@@ -185,6 +185,10 @@ class Sandbox(abc.ABC):
     #: Workers run behind the trusted shim (:mod:`sandbox.shim`), env code in a process of its own. Set False
     #: ONLY by bench/bench_sandbox.py, to measure what the split costs (the worker then holds the channel).
     shimmed: bool = True
+    #: Every episode and every other call in a process of its own, forked from a clean template, with the
+    #: writable folders emptied before it (:mod:`sandbox.template`). Set False ONLY by the benchmark and the
+    #: tests that show what it stops: one env process then serves the worker's life.
+    fresh_processes: bool = True
 
     def __init__(self, limits: SandboxLimits | None = None):
         self.limits = limits or SandboxLimits()
@@ -275,6 +279,10 @@ class Sandbox(abc.ABC):
         argv = ["python", "-m", "sandbox.shim" if self.shimmed else "sandbox.worker", handler]
         if not self.hardened:
             argv.append("--unchecked")
+        if self.shimmed and not self.fresh_processes:
+            argv.append("--one-process")
+        elif self.shimmed and not self.unsafe:
+            argv.append("--scratch")
         return argv if hash_seed is None else [*argv, "--hash-seed", str(int(hash_seed))]
 
     @abc.abstractmethod

@@ -180,6 +180,22 @@ class Snapshot:
             self._adopt_new_modules()
         return found
 
+    def rebase(self) -> None:
+        """Take what is there now as the trusted state: in a process just forked from the one that took this
+        snapshot, before any env code runs (the fork's own hooks, threading's, rebind a few globals)."""
+        if self._cells is not None:
+            tags = _list(_map(_value_of, self._cells))
+            moved: Any = [i for i, (a, b) in enumerate(zip(tags, self._tags)) if a != b]
+            self._tags = tags
+        else:
+            moved = range(len(self.spaces))
+        for index in moved:
+            label, space, size, values = self.spaces[index]
+            if _len(space) != size or not _all(_map(is_, space.values(), values)):
+                self.spaces[index] = (label, space, len(space), list(space.values()))
+        self._codes = [f.__code__ for f in self._funcs]
+        self._adopt_new_modules()
+
     @staticmethod
     def _detail(label: str, space: Any, values: list[Any]) -> list[str]:
         now, before = set(map(id, space.values())), set(map(id, values))

@@ -23,7 +23,7 @@ from pathlib import Path
 #: Of ``sandbox`` only the shim, the worker protocol and test handlers go in, under a stub ``__init__`` so the
 #: host-side backends (and pydantic, which they import) stay out of the worker.
 SHIPPED: dict[str, tuple[str, ...] | None] = {
-    "trace_env": None, "sandbox": ("shim.py", "worker.py", "integrity.py", "handlers/")}
+    "trace_env": None, "sandbox": ("shim.py", "relay.py", "template.py", "worker.py", "integrity.py", "handlers/")}
 TRUSTED_PACKAGES: tuple[str, ...] = tuple(SHIPPED)
 _SUFFIXES = (".py", ".json")
 _STUB_INIT = b'"""Inside a sandbox this package holds only the worker protocol (sandbox.worker)."""\n'

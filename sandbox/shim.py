@@ -24,70 +24,30 @@ reads) and speaks the protocol over ``DIR/<name>.in`` and ``.out`` (:mod:`sandbo
 
 If the env process dies during a call, the shim exits with its status, so the host sees what it saw before
 the split: a worker that died during the call, with its exit code and stderr.
+
+By default there is not one env process but one per episode (:mod:`sandbox.template`): the shim forks a clean
+template process at start, and a new env process from it for every ``reset`` (serving that episode's ``step``
+and ``truncate``) and for every other call (ended after its reply). A one-call process may ask for episodes of
+its own (``{"sub": ...}`` lines, answered on its stdin): each ``reset`` there is a fresh process too, so the
+gate's probes play episodes exactly as training does. ``usage`` is answered here (the CPU of every process).
+``--one-process`` keeps the single env process (the layout before; the benchmark and the control tests).
 """
 
 from __future__ import annotations
 
-import _json
-import json.decoder
 import os
 import signal
 import sys
 from typing import Any
 
-#: The longest line the env process may send: the worker's reply cap plus room for the envelope.
-MAX_LINE = 32 * 1024 * 1024 + 64 * 1024
+from sandbox.relay import (EPISODE_CALLS, SUB_CALLS, EnvProcess, Lines, ProtocolViolation, _encode, _rest_error,
+                           _scan, _send)
+
 #: How long a process that closed its end of the pipe gets to exit before it is killed.
 _EXIT_GRACE_S = 2.0
-USAGE = "usage: python -m sandbox.shim HANDLER_MODULE [--unchecked] [--fifo-dir DIR] [--hash-seed N]"
-
-_read, _write = os.read, os.write
-_encoder = _json.make_encoder(None, None, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
-_scan = _json.make_scanner(json.decoder.JSONDecoder())
-
-
-def _encode(obj: object) -> bytes:
-    return "".join(_encoder(obj, 0)).encode("ascii")
-
-
-def _fresh_id() -> int:
-    return int.from_bytes(os.urandom(8), "big") >> 2
-
-
-class LineTooLong(Exception):
-    """The env process sent a line over :data:`MAX_LINE` bytes."""
-
-
-class Lines:
-    """Newline-separated lines read from one fd, in time linear in their size; ``None`` at end of file."""
-
-    def __init__(self, fd: int, max_line: int = MAX_LINE) -> None:
-        self.fd, self.max_line = fd, max_line
-        self.buf = bytearray()
-        self.scanned = 0  # bytes of buf already searched for a newline
-
-    def next(self) -> bytes | None:
-        while True:
-            nl = self.buf.find(b"\n", self.scanned)
-            if nl >= 0:
-                line = bytes(self.buf[:nl])
-                del self.buf[:nl + 1]
-                self.scanned = 0
-                return line
-            self.scanned = len(self.buf)
-            if self.scanned > self.max_line:
-                raise LineTooLong(f"a line over {self.max_line} bytes")
-            chunk = _read(self.fd, max(1 << 16, min(len(self.buf), 1 << 22)))
-            if not chunk:
-                return None
-            self.buf += chunk
-
-
-def _send(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[_write(fd, view):]
-
+USAGE = "usage: python -m sandbox.shim HANDLER_MODULE [--unchecked] [--one-process] [--scratch] [--fifo-dir DIR] [--hash-seed N]"
+#: The work dir inside every sandbox (sandbox.runtime.INSIDE_WORK; the shim imports nothing host-side).
+INSIDE_WORK = "/sandbox/work"
 
 def _error(req_id: Any, kind: str, message: str, fatal: bool = False) -> bytes:
     err: dict[str, Any] = {"type": kind, "message": message, "traceback": ""}
@@ -105,22 +65,41 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-class ProtocolViolation(Exception):
-    """The env process broke the protocol: the message says how, for the host's crash report."""
-
-
 class Shim:
-    """The relay between the host channel (``host_in``, ``host_out``) and one env process."""
+    """The relay between the host channel (``host_in``, ``host_out``) and the env processes.
 
-    def __init__(self, handler: str, checked: bool, host_in: int, host_out: int) -> None:
+    ``fresh`` (the default): a template process (:mod:`sandbox.template`) that runs no env code, and a new
+    process forked from it for every episode (each ``reset``) and every other call; ``fresh=False``: one env
+    process for the worker's life (the layout before, kept for the benchmark and to show what the fresh
+    processes stop). ``scratch``: the writable folders emptied before each new process (inside a sandbox only).
+    """
+
+    current: EnvProcess | None = None  # the one-call process at work (fresh mode)
+
+    def __init__(self, handler: str, checked: bool, host_in: int, host_out: int, fresh: bool = True,
+                 scratch: tuple[str, ...] = ()) -> None:
         self.host, self.host_out = Lines(host_in, max_line=1 << 30), host_out
-        req_r, self.to_env = os.pipe()
-        self.from_env_fd, rep_w = os.pipe()
+        self.handler, self.checked, self.fresh = handler, checked, fresh
+        self.procs: dict[int, EnvProcess] = {}  # live env processes by pid
+        self.dead: EnvProcess | None = None  # the process whose death ended a call
+        self.episode: EnvProcess | None = None  # the host's running episode (fresh mode)
+        self.sub: EnvProcess | None = None  # the episode a one-call process is playing through sub-calls
+        self.scratch = [(d, frozenset(os.listdir(d)) if d == os.getcwd() else frozenset()) for d in scratch
+                        if os.path.isdir(d)]
+        self.template: Any = None
+        self.first: EnvProcess | None = None
+        if fresh:
+            from sandbox import template
+
+            self.template = template.Template(handler, checked, _max_fd())
+            return
+        req_r, to_env = os.pipe()
+        from_env, rep_w = os.pipe()
         shim = os.getpid()
         # A fork, not a new interpreter: this process imported nothing of env code, holds no secret, and its
         # string hashing is already the one asked for. The child keeps only the two pipes (as 0 and 1) and stderr.
-        self.pid = os.fork()
-        if self.pid == 0:
+        pid = os.fork()
+        if pid == 0:
             code = 1
             try:
                 os.dup2(req_r, 0)
@@ -133,12 +112,11 @@ class Shim:
                 os._exit(code)
         os.close(req_r)
         os.close(rep_w)
-        self.env = Lines(self.from_env_fd)
-        self.status: int | None = None  # the env process's wait status, once reaped
+        self.first = self.procs[pid] = EnvProcess(pid, to_env, from_env)
 
-    # -- the env process -------------------------------------------------------------------------------
+    # -- the env processes -----------------------------------------------------------------------------
     def reap(self) -> None:
-        """Collect exited children (orphans of env code re-parent here), noting the env process's status."""
+        """Collect exited children (orphans of env code re-parent here), noting env processes' status."""
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -146,42 +124,114 @@ class Shim:
                 return
             if pid == 0:
                 return
-            if pid == self.pid:
-                self.status = status
+            proc = self.procs.get(pid)
+            if proc is not None:
+                proc.status = status
 
-    def exit_code(self) -> int:
-        """The env process's exit code (128+N for signal N), waiting a moment for it to finish exiting."""
+    def exit_code(self, proc: EnvProcess | None) -> int:
+        """An env process's exit code (128+N for signal N), waiting a moment for it to finish exiting."""
+        if proc is None or proc.pid is None:
+            return 1
+        if self.template is not None and proc.status is None:  # the template's child: it knows the status
+            from sandbox import template
+
+            try:
+                deadline = _monotonic() + _EXIT_GRACE_S
+                while proc.status is None and _monotonic() < deadline:
+                    proc.status = self.template.status(proc.pid, wait=False)
+                    if proc.status is None:
+                        _sleep(0.005)
+                if proc.status is None:  # it closed the pipe but lives on: it is ended here
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.status = self.template.status(proc.pid, wait=True)
+            except (template.TemplateDied, ProcessLookupError):
+                return 128 + signal.SIGKILL
+            if proc.status is None:
+                return 128 + signal.SIGKILL
         deadline = _monotonic() + _EXIT_GRACE_S
-        while self.status is None and _monotonic() < deadline:
+        while proc.status is None and _monotonic() < deadline:
             self.reap()
-            if self.status is None:
+            if proc.status is None:
                 _sleep(0.005)
-        if self.status is None:  # it closed the pipe but lives on: it is ended here
-            self.kill()
+        if proc.status is None:  # it closed the pipe but lives on: it is ended here
+            self.end(proc, wait=True)
             return 128 + signal.SIGKILL
-        if os.WIFSIGNALED(self.status):
-            return 128 + os.WTERMSIG(self.status)
-        return os.waitstatus_to_exitcode(self.status)
+        if os.WIFSIGNALED(proc.status):
+            return 128 + os.WTERMSIG(proc.status)
+        return os.waitstatus_to_exitcode(proc.status)
+
+    def end(self, proc: EnvProcess | None, wait: bool = False) -> None:
+        """Kill an env process (collected by :meth:`reap`, or here with ``wait``)."""
+        if proc is None:
+            return
+        if proc.pid is not None and proc.status is None:
+            try:
+                os.kill(proc.pid, signal.SIGKILL)
+                if wait and self.template is None:
+                    _, proc.status = os.waitpid(proc.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        proc.close()
+        self.procs.pop(proc.pid or -1, None)
 
     def kill(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-            _, self.status = os.waitpid(self.pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+        for proc in list(self.procs.values()):
+            self.end(proc, wait=True)
+        if self.template is not None:
+            try:
+                os.kill(self.template.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
-    def env_line(self) -> bytes | None:
+    def spawn(self) -> EnvProcess:
+        """A new env process forked from the template, after what earlier ones left running is ended and the
+        writable folders are emptied (unless the host's episode is running: its files are its own)."""
+        from sandbox import template
+
+        keep = {p.pid for p in (self.episode, self.current, self.sub) if p is not None}
+        keep.add(self.template.pid)
+        for _ in range(3):
+            strays = [pid for pid in template.children() if pid not in keep]
+            if not strays:
+                break
+            for pid in strays:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            _sleep(0.001)
+            self.reap()
+        if self.episode is None:
+            for directory, names in self.scratch:
+                template.wipe(directory, names)
+        req_r, to_env = os.pipe()
+        from_env, rep_w = os.pipe()
         try:
-            return self.env.next()
-        except LineTooLong as exc:
-            raise ProtocolViolation(f"the env process sent {exc}") from None
+            self.template.fork(req_r, rep_w)
+        except template.TemplateDied as exc:
+            raise ProtocolViolation(str(exc)) from None
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
+        # its ready line is read with its first reply (EnvProcess.call): one round trip less per process
+        return EnvProcess(None, to_env, from_env)
 
     # -- start and relay -------------------------------------------------------------------------------
     def start(self) -> int | None:
-        """Relay the env process's ready line (with the shim's facts added); an exit code if it failed."""
-        line = self.env_line()
+        """Relay the ready line (with the shim's facts added); an exit code if the start failed."""
+        if self.template is not None:
+            ready = self.template.ready
+            if ready.get("event") != "ready":
+                _send(self.host_out, _encode({"id": None, "error": ready.get("error") or {
+                    "type": "EnvProcessFailed", "message": "the template process did not start", "traceback": ""}}) + b"\n")
+                return 1
+            ready = {"id": None, **ready, "pid": os.getpid(), "env_pid": self.template.pid, "shim": True}
+            _send(self.host_out, _encode(ready) + b"\n")
+            return None
+        assert self.first is not None
+        line = self.first.line()
         if line is None:
-            code = self.exit_code()
+            code = self.exit_code(self.first)
             _send(self.host_out, _error(None, "EnvProcessDied", f"the env process exited (code {code}) before it was ready"))
             return 1
         try:
@@ -193,7 +243,7 @@ class Shim:
             _send(self.host_out, _encode({"id": None, "error": err if isinstance(err, dict) else {
                 "type": "EnvProcessFailed", "message": "the env process did not start", "traceback": ""}}) + b"\n")
             return 1
-        ready.update(pid=os.getpid(), env_pid=self.pid, shim=True)
+        ready.update(pid=os.getpid(), env_pid=self.first.pid, shim=True)
         _send(self.host_out, _encode(ready) + b"\n")
         return None
 
@@ -211,14 +261,78 @@ class Shim:
                 _send(self.host_out, _error(None, "BadRequest", str(exc)))
                 continue
             try:
-                reply = self._call(request)
+                reply = self.route(request)
             except ProtocolViolation as exc:
                 _send(self.host_out, _error(host_id, "ProtocolViolation", str(exc), fatal=True))
                 return 3
-            if reply is None:  # the env process died during the call: exit as it did
-                return self.exit_code()
+            if reply is None:  # an env process died during the call: exit as it did
+                return self.exit_code(self.dead)
             _send(self.host_out, b'{"id":' + _encode(host_id) + b"," + reply + b"\n")
             self.reap()
+
+    def route(self, request: dict[str, Any]) -> bytes | None:
+        """Where a host request runs: the one env process; or (fresh) the running episode's process for its
+        steps, a new process for each ``reset`` (the episode's), and a new one for any other call, ended after it."""
+        method, params = request.get("method"), request.get("params", {})
+        if not self.fresh:
+            return self._on(self.first, method, params)
+        if method == "usage":
+            return b'"result":' + _encode({"cpu_s": round(_cpu_s(), 3)}) + b"}"
+        if method in EPISODE_CALLS and self.episode is not None:
+            return self._on(self.episode, method, params)
+        if method in ("reset", "load"):
+            self.end(self.episode)
+            self.episode = None
+        if method == "load" and isinstance(params, dict) and isinstance(params.get("source"), str):
+            from sandbox import template
+
+            try:
+                prepared = self.template.prepare(params)
+            except template.TemplateDied as exc:
+                raise ProtocolViolation(str(exc)) from None
+            if "error" in prepared:
+                return b'"error":' + _encode(prepared["error"]) + b"}"
+        proc = self.spawn()
+        if method == "reset":
+            self.episode = proc
+            return self._on(proc, method, params)
+        self.current = proc
+        try:
+            return self._on(proc, method, params, sub=self._sub_call)
+        finally:
+            self.current = None
+            if self.dead is not self.sub:
+                self.end(self.sub)
+            self.sub = None
+            if self.dead is not proc:
+                self.end(proc)
+
+    def _on(self, proc: EnvProcess | None, method: Any, params: Any, sub: Any = None) -> bytes | None:
+        assert proc is not None
+        reply = proc.call(method, params, sub)
+        if proc.pid is not None:
+            self.procs[proc.pid] = proc
+        if reply is None and self.dead is None:
+            self.dead = proc
+        return reply
+
+    def _sub_call(self, line: bytes) -> bytes | None:
+        """A sub-call of the one-call process: ``reset`` starts a fresh episode process for it (ending the
+        last), the rest go to that process. The answer's rest (after the opening brace), or None if it died."""
+        try:
+            asked, _ = _scan(line.decode("utf-8", "replace"), 0)
+        except (ValueError, StopIteration):
+            asked = None
+        if not isinstance(asked, dict) or asked.get("sub") not in SUB_CALLS:
+            return _rest_error("BadRequest", "a sub-call must name reset, step, truncate or record")
+        method, params = asked["sub"], asked.get("params", {})
+        if method == "reset":
+            self.end(self.sub)
+            self.sub = None
+            self.sub = self.spawn()
+        elif self.sub is None:
+            return _rest_error("RuntimeError", f"call 'reset' before '{method}'")
+        return self._on(self.sub, method, params)
 
     @staticmethod
     def _request(raw: bytes) -> tuple[Any, dict[str, Any]]:
@@ -230,31 +344,13 @@ class Shim:
             raise ValueError("a request must be a JSON object with an integer or string id")
         return req["id"], req
 
-    def _call(self, request: dict[str, Any]) -> bytes | None:
-        """One request to the env process; the rest of its reply after the id, or None if it died."""
-        call_id = _fresh_id()
-        line = _encode({"id": call_id, "method": request.get("method"), "params": request.get("params", {})})
-        try:
-            _send(self.to_env, line + b"\n")
-        except OSError:  # BrokenPipeError: it is gone
-            return None
-        reply = self.env_line()
-        if reply is None:
-            return None
-        prefix = b'{"id":%d,' % call_id
-        if not reply.startswith(prefix):
-            raise ProtocolViolation("the env process wrote a line that is not the reply to the request it was given "
-                                    "(env code wrote on the protocol pipe itself)")
-        sync = b'{"sync":%d}' % _fresh_id()
-        try:
-            _send(self.to_env, sync + b"\n")
-        except OSError:
-            raise ProtocolViolation("the env process went away right after its reply") from None
-        echo = self.env_line()
-        if echo != sync:
-            what = "went away right after its reply" if echo is None else "sent a second line after its reply"
-            raise ProtocolViolation(f"the env process {what} (env code wrote on the protocol pipe itself)")
-        return reply[len(prefix):]
+
+def _cpu_s() -> float:
+    """CPU seconds of this worker: the shim and every env process it collected."""
+    import resource
+
+    own, done = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
 
 
 def _max_fd() -> int:
@@ -298,7 +394,9 @@ def main(argv: list[str] | None = None) -> int:
                       dict(os.environ, PYTHONHASHSEED=args[-1]))
         args = args[:-2]
     checked = "--unchecked" not in args
-    args = [a for a in args if a != "--unchecked"]
+    fresh = "--one-process" not in args
+    scratch = "--scratch" in args and os.getcwd() == INSIDE_WORK  # never on a host's own /tmp
+    args = [a for a in args if a not in ("--unchecked", "--one-process", "--scratch")]
     fifo_dir = None
     if "--fifo-dir" in args[:-1]:
         at = args.index("--fifo-dir")
@@ -317,7 +415,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: no /proc/<shim>/fd, mem or ptrace for the env process (same uid)
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans of env code re-parent here, inside the worker's tree
-    shim = Shim(args[0], checked, host_in=host_in, host_out=host_out)
+    try:
+        shim = Shim(args[0], checked, host_in=host_in, host_out=host_out, fresh=fresh,
+                    scratch=("/tmp", "/dev/shm", INSIDE_WORK) if scratch else ())
+    except Exception as exc:  # noqa: BLE001 - the template process did not start
+        _send(host_out, _error(None, "EnvProcessFailed", f"the template process did not start: {exc}"))
+        return 1
     try:
         failed = shim.start()
         return failed if failed is not None else shim.serve()

@@ -156,12 +156,18 @@ def _loads(line: str) -> Any:
 
 
 def serve(methods: dict[str, Callable[[dict], Any]], inp: Iterable[str], out: Any, info: dict[str, Any] | None = None,
-          checked: bool = True) -> None:
+          checked: bool = True, snapshot: Snapshot | None = None) -> None:
     """The request loop (separate from main() so it can be tested in-process). ``checked=False`` skips
-    the integrity check (only the benchmark asks, to measure its cost)."""
-    snapshot = Snapshot() if checked else None
-    helpers = [(f, f.__code__) for f in (_plain, _key, _dumps, _error, _encode, _loads, Snapshot.changes, _send_to)]
+    the integrity check (only the benchmark asks, to measure its cost). ``snapshot``: one taken before any env
+    code ran, in the template process this one was forked from (:mod:`sandbox.template`)."""
+    if checked and snapshot is None:
+        snapshot = Snapshot()
+    elif not checked:
+        snapshot = None
+    helpers = [(f, f.__code__) for f in (_plain, _key, _dumps, _error, _encode, _loads, Snapshot.changes, _send_to, subcall)]
     methods = dict(methods)
+    inp = iter(inp)
+    _channel[:] = [inp, out]
 
     def send(obj: dict[str, Any]) -> None:
         _send_to(out, _dumps(obj) + "\n")
@@ -211,6 +217,46 @@ def serve(methods: dict[str, Callable[[dict], Any]], inp: Iterable[str], out: An
                 break
             return
         send(reply)
+
+
+_channel: list[Any] = []  # [request lines, protocol out] while serving: the route of :func:`subcall`
+
+
+class SubcallError(Exception):
+    """What the shim answered to a sub-call with an error: its ``type`` and ``message``."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def subcall(method: str, params: dict[str, Any]) -> Any:
+    """A call to an episode process of its own, through the shim (``{"sub": method, "params": ...}`` on the
+    protocol stream; the answer is the next request line): how the gate's probes play episodes in fresh
+    processes, each seeing only what training sends. Raises :class:`SubcallError` with the answer's error."""
+    if not _channel:
+        raise RuntimeError("sub-calls need the shim's fresh-process mode")
+    inp, out = _channel
+    _send_to(out, _encode({"sub": _plain(method), "params": _plain(params)}) + "\n")
+    raw = next(inp, None)
+    if raw is None:
+        raise EOFError("the shim went away during a sub-call")
+    answer = _loads(raw)
+    if type(answer) is not dict:
+        raise SubcallError("BadReply", "the shim's answer to a sub-call is not an object")
+    if "error" in answer:
+        err = answer["error"] if type(answer["error"]) is dict else {}
+        raise SubcallError(_str(err.get("type", "Error")), _str(err.get("message", "")))
+    return answer.get("result")
+
+
+def load_handler(name: str) -> dict[str, Callable[[dict], Any]]:
+    """The handler module's ``METHODS`` (imported here, before any env code exists)."""
+    module = importlib.import_module(name)
+    methods = getattr(module, "METHODS")
+    if not isinstance(methods, dict):
+        raise TypeError(f"{name}.METHODS must be a dict, got {type(methods).__name__}")
+    return methods
 
 
 def _reap_orphans() -> None:
@@ -306,10 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     if shim_pid is None:
         _subreaper()
     try:
-        module = importlib.import_module(argv[0])
-        methods = getattr(module, "METHODS")
-        if not isinstance(methods, dict):
-            raise TypeError(f"{argv[0]}.METHODS must be a dict, got {type(methods).__name__}")
+        methods = load_handler(argv[0])
     except BaseException as e:  # noqa: BLE001
         _send_to(proto, _dumps({"id": None, "error": _error(e)}) + "\n")
         return 1

@@ -89,6 +89,10 @@ class Driver(Protocol):
 
     def step(self, action: Any) -> dict[str, Any]: ...
 
+    def scenario(self, seed: int) -> Scenario:
+        """The scenario of the episode just reset (for value templates)."""
+        ...
+
     def finish(self) -> dict[str, Any]:
         """Grade the live episode as it stands (the agent stopped); returns the reward detail."""
         ...
@@ -111,8 +115,7 @@ def play(driver: Driver, seed: int, turns: list[Any], templates: bool = False, d
     watch = Stopwatch()
     first = driver.reset(seed)
     reset_ms = watch.ms()
-    episode = driver.episode()
-    pool = ValuePool(episode.scenario) if templates else None
+    pool = ValuePool(driver.scenario(seed)) if templates else None
     if pool is not None:
         pool.heard(str(first["info"]["messages"][-1].get("content", "")))
     played: list[Any] = []
@@ -136,8 +139,14 @@ def play(driver: Driver, seed: int, turns: list[Any], templates: bool = False, d
         if last["terminated"] or last["truncated"]:
             break
     ended_by: str | None
-    if last is None or not (last["terminated"] or last["truncated"]):
+    graded_now = last is None or not (last["terminated"] or last["truncated"])
+    if graded_now:
         graded = driver.finish()  # graded as training grades a capped episode; the gate's own name for it
+    episode = driver.episode()  # read once the episode has ended (a remote driver asks for it then)
+    timed = getattr(driver, "timings", None)
+    if timed is not None:  # an episode process of its own timed them: its start is no cost of the env's
+        reset_ms, step_ms = timed()
+    if graded_now:
         ended_by = "actions_exhausted"
     else:
         graded = last["info"]["reward_detail"]

@@ -10,6 +10,10 @@ attributes start clean each episode, in the gate and in training alike, so an en
 notice consecutive seeds or remember that the gate called a solution. What env code could still reach
 beyond its own module (the SDK, kits, stdlib modules, builtins) is refused by the lint and, for rebinding,
 by the worker's integrity check (``sandbox.integrity``); see ARCHITECTURE.md, "No state survives an episode".
+
+Under the shim's fresh processes (``sandbox.template``) each episode and each other call runs in a process of its
+own, forked from one that only ran :func:`prepare`; the gate's probes then play episodes through
+:class:`_RemoteDriver`, each in a fresh episode process that sees what training sends it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from trace_env import gate_probe, gate_world
 from trace_env import sdk as _sdk
 from trace_env.loader import EnvProgram
 from trace_env.engine import EpisodeRunner
-from trace_env.sdk import Episode, Scenario, TaskEnv, Turn
+from trace_env.sdk import Episode, Scenario, TaskEnv, ToolRecord, Turn
 
 _state: dict[str, Any] = {}
 _SCENARIO_CACHE_SIZE = 256
@@ -62,9 +66,12 @@ def _scenario(seed: int) -> Scenario:
 
 
 def _env() -> TaskEnv:
+    """The current env; in a process forked from the template (which runs no env code), a fresh one."""
     env = _state.get("env")
     if env is None:
-        raise RuntimeError("no env loaded in this worker: call 'load' first")
+        if _state.get("program") is None:
+            raise RuntimeError("no env loaded in this worker: call 'load' first")
+        env = _fresh_env()
     return env
 
 
@@ -114,9 +121,22 @@ def install_legacy_sdk_alias() -> None:
     sys.modules["env_registry.sdk"] = _sdk
 
 
+def prepare(params: dict[str, Any]) -> dict[str, Any]:
+    """Compile the env source and import the kits it names, executing none of it: what the template process
+    (``sandbox.template``) does at ``load``, so every process forked from it starts with the program ready."""
+    install_legacy_sdk_alias()
+    _state["program"] = EnvProgram(params["source"], module_name=params.get("module_name"))
+    _state["prepared"] = (params["source"], params.get("module_name"))
+    return {"prepared": True}
+
+
 def load(params: dict[str, Any]) -> dict[str, Any]:
     install_legacy_sdk_alias()
-    program = EnvProgram(params["source"], module_name=params.get("module_name"))
+    if _state.get("prepared") == (params["source"], params.get("module_name")):
+        program = _state["program"]  # compiled in the template process this one was forked from
+    else:
+        program = EnvProgram(params["source"], module_name=params.get("module_name"))
+        _state["prepared"] = (params["source"], params.get("module_name"))
     env = program.fresh()
     _state["program"] = program
     _state["env"] = env
@@ -211,10 +231,14 @@ def solution(params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class _Driver:
-    """The gate's episodes through this module's own ``reset`` and ``step``: the calls training makes."""
+    """The gate's episodes through this module's own ``reset`` and ``step``: the calls training makes (in this
+    process; under the shim's fresh processes :class:`_RemoteDriver` plays them each in a process of its own)."""
 
     def reset(self, seed: int) -> dict[str, Any]:
         return reset({"seed": seed})
+
+    def scenario(self, seed: int) -> Scenario:
+        return _state["runner"].episode.scenario
 
     def step(self, action: Any) -> dict[str, Any]:
         return step({"action": action})
@@ -232,6 +256,86 @@ class _Driver:
 
 
 DRIVER = _Driver()
+_episode_calls: list[Any] = []  # the worker's sub-call, in a process forked from the template (sandbox.template)
+
+
+def attach_episodes(call: Any) -> None:
+    """Set by the template's env processes: the gate's episodes are played through ``call(method, params)``,
+    each in a fresh episode process the shim starts (see :class:`_RemoteDriver`)."""
+    _episode_calls[:] = [call]
+
+
+class _RemoteDriver:
+    """The gate's episodes, each in a fresh process of its own that sees exactly what training sends it:
+    ``reset``, ``step``, ``truncate``. What the gate reads of the episode afterwards (state, transcript, tool
+    log) comes from a ``record`` call once the episode has ended and been scored; the process then ends."""
+
+    def __init__(self) -> None:
+        self._record: dict[str, Any] | None = None
+        self._episode: Episode | None = None
+
+    def _call(self, method: str, params: dict[str, Any]) -> Any:
+        try:
+            return _episode_calls[0](method, params)
+        except Exception as exc:
+            kind = getattr(exc, "kind", None)
+            if kind is None:
+                raise
+            raise type(str(kind), (RuntimeError,), {})(str(exc)) from None
+
+    def reset(self, seed: int) -> dict[str, Any]:
+        self._record, self._episode = None, None
+        return self._call("reset", {"seed": seed})
+
+    def scenario(self, seed: int) -> Scenario:
+        return _scenario(seed)  # this process's own generate(seed): the episode process keeps its copy
+
+    def step(self, action: Any) -> dict[str, Any]:
+        return self._call("step", {"action": action})
+
+    def finish(self) -> dict[str, Any]:
+        return self._call("truncate", {})["info"]["reward_detail"]
+
+    def _recorded(self) -> dict[str, Any]:
+        if self._record is None:
+            self._record = self._call("record", {})
+        return self._record
+
+    def episode(self) -> Episode:
+        if self._episode is None:
+            data = self._recorded()
+            self._episode = Episode(
+                scenario=Scenario(**data["scenario"]), state=data["state"], messages=data["messages"],
+                tool_log=[ToolRecord(**r) for r in data["tool_log"]], steps=data["steps"],
+                user_turns=data["user_turns"], ended_by=data["ended_by"])
+        return self._episode
+
+    def env_errors(self) -> list[dict[str, str]]:
+        return list(self._recorded()["env_errors"])
+
+    def timings(self) -> tuple[float, list[float]]:
+        """The reset's and the steps' ms as the episode process timed them (its start not included)."""
+        data = self._recorded()
+        return float(data["reset_ms"]), [float(ms) for ms in data["step_ms"]]
+
+
+def _driver(uncached: bool = False) -> Any:
+    if _episode_calls:
+        return _RemoteDriver()  # every reset is a fresh process: nothing is cached there
+    return _UncachedDriver() if uncached else DRIVER
+
+
+def record(params: dict[str, Any]) -> dict[str, Any]:
+    """The episode this process played, for the gate once it has ended: scenario, state, transcript, tool
+    log. Asked of an episode process only after its last reply; the process is ended right after."""
+    runner = _state.get("runner")
+    if runner is None:
+        raise RuntimeError("call 'reset' before 'record'")
+    episode = runner.episode
+    return {"scenario": episode.scenario.to_dict(), "state": episode.state, "messages": episode.messages,
+            "tool_log": [vars(r) for r in episode.tool_log], "steps": episode.steps,
+            "user_turns": episode.user_turns, "ended_by": episode.ended_by, "env_errors": list(runner.env_errors),
+            "reset_ms": _timings["reset_ms"], "step_ms": list(_timings["step_ms"])}
 
 
 def episode(params: dict[str, Any]) -> dict[str, Any]:
@@ -250,9 +354,10 @@ def episode(params: dict[str, Any]) -> dict[str, Any]:
         turns = params.get("turns", [])
     if params.get("fresh"):
         _forget(seed)
-    result = gate_probe.play(DRIVER, seed, turns, templates=bool(params.get("templates")), digest_state=bool(params.get("digest_state")))
+    driver = _driver()
+    result = gate_probe.play(driver, seed, turns, templates=bool(params.get("templates")), digest_state=bool(params.get("digest_state")))
     if params.get("truth_check"):
-        result["truth_check"] = gate_world.truth_check(GATE_ENV, _scenario(seed), DRIVER.episode().state)
+        result["truth_check"] = gate_world.truth_check(GATE_ENV, _scenario(seed), driver.episode().state)
     if not params.get("with_messages", True):
         result.pop("messages")
     return result
@@ -270,7 +375,7 @@ def survey(params: dict[str, Any]) -> list[dict[str, Any]]:
         return frozenset(int(s) for s in params.get(key) or [])
 
     return gate_probe.survey(
-        GATE_ENV, DRIVER, [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
+        GATE_ENV, _driver(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
         parrot=seeds("parrot"), masked=None if params.get("masked") is None else seeds("masked"), world=seeds("world"),
     )
 
@@ -316,7 +421,7 @@ def memory(params: dict[str, Any]) -> dict[str, Any]:
     """Memory kept per episode over repeats of several whole episodes (generate included) in this worker
     (see gate_probe.memory_probe)."""
     plan = [(int(item["seed"]), list(item.get("turns", []))) for item in params.get("episodes", [])]
-    return gate_probe.memory_probe(_UncachedDriver(), plan, int(params.get("rounds", 6)))
+    return gate_probe.memory_probe(_driver(uncached=True), plan, int(params.get("rounds", 6)))
 
 
 def usage(params: dict[str, Any]) -> dict[str, Any]:
@@ -326,19 +431,30 @@ def usage(params: dict[str, Any]) -> dict[str, Any]:
     return {"cpu_s": round(time.process_time(), 3)}
 
 
+_timings: dict[str, Any] = {"reset_ms": 0.0, "step_ms": []}
+"""The env's own time on this episode's reset and steps (gate_probe.Stopwatch), timed alike for every caller;
+the gate reads them with the ``record`` (the process's start is the platform's cost, not the env's)."""
+
+
 def reset(params: dict[str, Any]) -> dict[str, Any]:
     """A new episode on a fresh env (a newly executed module): nothing of an earlier episode survives."""
+    watch = gate_probe.Stopwatch()
     runner = EpisodeRunner(_fresh_env())
     _state["runner"] = runner
     seed = int(params["seed"])
-    return runner.reset(seed, _scenario(seed), params.get("max_steps")).to_dict()
+    result = runner.reset(seed, _scenario(seed), params.get("max_steps")).to_dict()
+    _timings.update(reset_ms=watch.ms(), step_ms=[])
+    return result
 
 
 def step(params: dict[str, Any]) -> dict[str, Any]:
     runner = _state.get("runner")
     if runner is None:
         raise RuntimeError("call 'reset' before 'step'")
-    return runner.step(_action(params.get("action"))).to_dict()
+    watch = gate_probe.Stopwatch()
+    result = runner.step(_action(params.get("action"))).to_dict()
+    _timings["step_ms"].append(watch.ms())
+    return result
 
 
 def truncate(params: dict[str, Any]) -> dict[str, Any]:
@@ -351,5 +467,5 @@ def truncate(params: dict[str, Any]) -> dict[str, Any]:
 
 METHODS = {
     "load": load, "generate": generate, "solution": solution, "episode": episode, "reset": reset, "step": step,
-    "truncate": truncate, "episodes": episodes, "survey": survey, "memory": memory, "timing": timing, "fingerprints": fingerprints, "usage": usage,
+    "truncate": truncate, "record": record, "episodes": episodes, "survey": survey, "memory": memory, "timing": timing, "fingerprints": fingerprints, "usage": usage,
 }
