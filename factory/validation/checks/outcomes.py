@@ -8,6 +8,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from factory.validation.checks import leaks
 from factory.validation.checks.context import NO_SEEDS, CheckContext
 from fuzz.policies import reference_mutants
 from schemas.validation import CheckResult, Counterexample, SeedSurvey
@@ -74,6 +75,11 @@ def check_necessity(ctx: CheckContext) -> CheckResult:
     if leak:
         problems.append(leak)
         counterexample = counterexample or leak_example
+    predicted = leaks.find_leak(ctx, rows) if not problems else None  # whatever its wording
+    if predicted is not None:
+        message, example = leaks.leak_problem(predicted)
+        problems.append(message)
+        counterexample = counterexample or example
     parrots = [r for r in rows if r.parrot is not None]
     return CheckResult(
         name="capability_necessity",
