@@ -83,8 +83,25 @@ class Masker:
             return [self.structure(v) for v in value]
         return value
 
+    def skeleton(self, value: Any) -> Any:
+        """:meth:`structure` with free text (a string with spaces: an opening, a note) as ``<text>``: the scenario as
+        structured records, so seeds that differ only in how a request is phrased count as one case."""
+        masked = self.structure(value)
+
+        def strip(item: Any) -> Any:
+            if isinstance(item, str):
+                return "<text>" if " " in item.strip() else item
+            if isinstance(item, dict):
+                return {k: strip(v) for k, v in item.items()}
+            if isinstance(item, list):
+                return [strip(v) for v in item]
+            return item
+
+        return strip(masked)
+
     def fingerprint(self, value: Any) -> str:
-        return hashlib.sha256(canonical_json(self.structure(value)).encode()).hexdigest()[:20]
+        """The digest of :meth:`skeleton`: what diversity counts as distinct cases (ids, names and wording masked)."""
+        return hashlib.sha256(canonical_json(self.skeleton(value)).encode()).hexdigest()[:20]
 
 
 # --- value pools and templates -----------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 
 from factory.validation.checks import leaks
 from factory.validation.checks.context import NO_SEEDS, CheckContext
+from fuzz import free_text
 from fuzz.policies import reference_mutants
 from schemas.validation import CheckResult, Counterexample, SeedSurvey
 
@@ -196,8 +197,12 @@ def check_reward_sensitivity(ctx: CheckContext) -> CheckResult:
     rows = [r for r in ctx.generated(min(c.sensitivity_seeds, len(ctx.seeds))) if ctx.norm(r.reference.reward) >= c.sensitivity_min_drop]  # type: ignore[union-attr]
     writes = set(ctx.info.get("write_tools") or []) | set(ctx.info.get("terminal_tools") or [])
     plan: list[tuple[SeedSurvey, str, list[Any]]] = []
+    carrying = free_text.argument_texts([r.reference.turns for r in rows], writes)  # type: ignore[union-attr]
     for row in rows:
-        plan.extend((row, kind, turns) for kind, turns in reference_mutants(row.reference.turns, writes))  # type: ignore[union-attr]
+        for kind, turns in reference_mutants(row.reference.turns, writes):  # type: ignore[union-attr]
+            mutant = free_text.decision_mutant(turns, carrying) if kind == "corrupt" else turns
+            if mutant is not None:  # a free-text argument whose words never vary carries no decision to corrupt
+                plan.append((row, kind, mutant))
     results = ctx.play_many([(row.seed, turns) for row, _, turns in plan], templates=True, where="a mutant of the reference")
     fell: dict[str, dict[int, bool]] = defaultdict(dict)
     kept: dict[tuple[str, int], tuple[list[Any], float]] = {}

@@ -147,6 +147,12 @@ def after_writes(ctx: CheckContext, rows: list[Any]) -> tuple[tuple[int, list[An
     return None, len(plan)
 
 
+SMALL_LOSS = 0.25
+"""The stated rule: a rewording that costs at most this share of the reward range (a contraction that misses one
+keyword of one component among several: "cannot" -> "can't" costing a quarter) is a warning, with its figure; a
+larger loss (the answer's whole worth) fails."""
+
+
 def check_paraphrase(ctx: CheckContext) -> CheckResult:
     """The reference played with its messages reworded (contractions, spellings and number formats, a
     courteous sentence around each) and with runs of reads in another order must keep its reward (within
@@ -161,16 +167,27 @@ def check_paraphrase(ctx: CheckContext) -> CheckResult:
     results = ctx.play_many([(row.seed, turns) for row, _, turns in plan], where="a reworded reference")
     kept: dict[str, list[bool]] = defaultdict(list)
     first_loss = None
+    small: list[tuple[float, str, int, float, float]] = []  # (loss, kind, seed, reference, reworded): costs the rule forgives
     for (row, kind, turns), result in zip(plan, results):
         ok = ctx.norm(result.reward) >= ctx.norm(row.reference.reward) - c.paraphrase_tolerance  # type: ignore[union-attr]
+        loss = ctx.norm(row.reference.reward) - ctx.norm(result.reward)  # type: ignore[union-attr]
+        if not ok and loss <= SMALL_LOSS:  # the stated rule: a small cost is a warning with its figure, not a loss
+            small.append((loss, kind, row.seed, row.reference.reward, result.reward))  # type: ignore[union-attr]
+            ok = True
         kept[kind].append(ok)
         if not ok and first_loss is None:
             first_loss = (row, kind, turns, result)
     total = sum(len(v) for v in kept.values())
     share = sum(sum(v) for v in kept.values()) / max(1, total)
     figure = f"{share:.0%} of {total} reworded references keep the reward: " + ", ".join(f"{k} {sum(v)}/{len(v)}" for k, v in kept.items())
+    data: dict[str, Any] = {}
+    if small:
+        loss, kind, seed, before, after = max(small)
+        figure += (f"; warning: {len(small)} lose a small part (at most {SMALL_LOSS:g} of the range), the largest "
+                   f"{kind.replace('_', ' ')} on seed {seed}: {before:.3f} -> {after:.3f}")
+        data["warning"] = {"small_losses": len(small), "largest": round(loss, 3), "kind": kind, "seed": seed}
     if share >= c.paraphrase_min_share or first_loss is None:
-        return CheckResult(name="paraphrase", passed=True, figure=figure, seeds=len(rows), episodes=len(plan))
+        return CheckResult(name="paraphrase", passed=True, figure=figure, seeds=len(rows), episodes=len(plan), data=data)
     row, kind, turns, result = first_loss
     return CheckResult(
         name="paraphrase", passed=False, figure=figure, seeds=len(rows), episodes=len(plan),
