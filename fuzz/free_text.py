@@ -56,7 +56,10 @@ def toward(text: str, other: str) -> tuple[str, int] | None:
     mine, theirs = text.split(" "), other.split(" ")
     out: list[str] = []
     changed = 0
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=mine, b=theirs, autojunk=False).get_opcodes():
+    def keys(tokens: list[str]) -> list[str]:  # ids, names and numbers align with each other, never with words
+        return [t.strip(".,;:!?()\"'") if _word(t) else "\x00" for t in tokens]
+
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=keys(mine), b=keys(theirs), autojunk=False).get_opcodes():
         old, new = mine[i1:i2], theirs[j1:j2]
         if tag != "equal" and all(_word(t) for t in old + new):
             out.extend(new)
