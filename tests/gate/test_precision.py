@@ -24,7 +24,10 @@ from trace_env.scenario_values import Masker
 from trace_env.sdk import canonical_json
 
 pytestmark = pytest.mark.skipif(not SANDBOXED, reason="no sandbox backend available")
-FORTY = (("rng.randint(8, 12)", "rng.randint(38, 42)"), ("max_steps = 40", "max_steps = 100"))
+#: Forty items, about half of them to cancel: dropping one of ~20 cancellations costs one item's share (1/40 of the
+#: items' weight, ~0.023), less than half of one write's share (0.5/20 = 0.025).
+FORTY = (("rng.randint(8, 12)", "rng.randint(38, 42)"), ("max_steps = 40", "max_steps = 100"),
+         ('"insurance": rng.choice(["yes", "no"])', '"insurance": rng.choice(["yes", "no", "no", "no"])'))
 
 
 def source(name: str, patches: tuple[tuple[str, str], ...] = ()) -> str:
