@@ -7,8 +7,9 @@ results the capability-skipping solution (the agent without the capability, by t
 before its first write or hand-off. Each becomes features with ids masked: words and word pairs, tool-result
 fields as ``path=value``, and the first and last character of every id (an id pattern).
 
-For every feature the best single-feature rule (present -> one decision class, absent -> the commonest class
-of the others) is scored against the reference's decision class on every seed: a rule right on
+Among seeds where the skipping solution acts alike (the request may rightly say what kind of thing to do), for
+every feature the best single-feature rule (present -> one decision class, absent -> the commonest class of the
+others) is scored against the reference's decision class on every seed: a rule right on
 ``LEAK_ACCURACY`` of the seeds, well above the base rate (the commonest class's share), with enough seeds on both
 sides, is a leak. The feature and its accuracy are reported. A fact a rule reads rarely predicts alone: where one
 fact decides every seed, the capability's work is reading it, and the skipping solution should not read it.
@@ -174,14 +175,25 @@ def find_leak(ctx: CheckContext, rows: list[SeedSurvey]) -> Leak | None:
         for text in replies:
             found |= words(text, "user reply") | id_patterns(text, "user reply")
         features.append(found)
-    rule = best_rule(features, labels)
-    if rule is None:
-        return None
-    feature, accuracy, present = rule
-    index = present.index(True)
-    base = Counter(labels).most_common(1)[0][1] / len(labels)
-    actions = probes[index] if feature.startswith("user reply") else rows[index].skipping.turns  # type: ignore[union-attr]
-    return Leak(feature, accuracy, base, len(rows), rows[index].seed, actions)
+    # The request may rightly say what kind of thing to do (an alarm at a time, a timer for a while): seeds are
+    # compared only with seeds where the skipping solution acts alike, as the request looks the same to it there.
+    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for index, row in enumerate(rows):
+        groups[tuple(row.skipping.pattern)].append(index)  # type: ignore[union-attr]
+    found: Leak | None = None
+    for members in groups.values():
+        inside = [labels[i] for i in members]
+        if len(set(inside)) < 2:
+            continue
+        rule = best_rule([features[i] for i in members], inside)
+        if rule is None or (found is not None and rule[1] <= found.accuracy):
+            continue
+        feature, accuracy, present = rule
+        index = members[present.index(True)]
+        base = Counter(inside).most_common(1)[0][1] / len(inside)
+        actions = probes[index] if feature.startswith("user reply") else rows[index].skipping.turns  # type: ignore[union-attr]
+        found = Leak(feature, accuracy, base, len(members), rows[index].seed, actions)
+    return found
 
 
 def leak_problem(leak: Leak) -> tuple[str, Counterexample]:
@@ -189,7 +201,7 @@ def leak_problem(leak: Leak) -> tuple[str, Counterexample]:
              "the first message" if leak.feature.startswith("first message") else
              "what the capability-skipping solution sees before it decides")
     message = (f"{where} predicts the decision: the feature {leak.feature!r} alone gives the reference's decision on "
-               f"{leak.accuracy:.0%} of {leak.seeds} seeds (base rate {leak.base_rate:.0%}); nothing an agent sees before "
+               f"{leak.accuracy:.0%} of {leak.seeds} seeds where the skipping solution acts alike (base rate {leak.base_rate:.0%}); nothing an agent sees before "
                "doing the capability's work may give the decision away, in any words: draw it independently of the truth, "
                "or let the capability's own reads be the only way to it")
     return message, Counterexample(seed=leak.seed, actions=leak.actions, detail=f"{leak.feature}: accuracy {leak.accuracy:.3f}, "
