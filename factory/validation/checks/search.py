@@ -7,7 +7,8 @@ The search does the same on a handful of seeds the reference solves: it starts f
 few shapes a learner tries first, keeps the best few, and tries small changes to them (insert, drop, replace,
 swap a primitive, change its variant) for a fixed number of rounds. An episode that ends in the reference's final
 state (where the reference writes) or says the reference's answer (where it only answers) took the reference's
-decision: it scores nothing, however it got there. The best policies found are then played on further seeds and
+decision: it scores nothing, however it got there; so does a near miss of it (the reference's writes with only a number
+changed) that lost reward, as the library judges its number mutations. The best policies found are then played on further seeds and
 judged as the library's policies are (mean share of the reference's reward, and matches per decision class);
 the best one is reported as a replayable counterexample (its seed, its resolved actions, the primitives).
 
@@ -84,6 +85,35 @@ def _same_decision(row: SeedSurvey, actions: list[Any], digest: str, wrote: bool
     return wrote or stance(texts_of(actions)) == reference_stance(row.reference.turns)  # type: ignore[union-attr]
 
 
+def _numbers_out(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float, dict, list)):
+        return value
+    if isinstance(value, dict):
+        return {k: _numbers_out(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers_out(v) for v in value]
+    return "#"
+
+
+def _within(part: list[Any], whole: list[Any]) -> bool:
+    """``part`` is a subsequence of ``whole``."""
+    rest = iter(whole)
+    return all(any(item == other for other in rest) for item in part)
+
+
+def near_miss(actions: list[Any], reference: list[Any], writes: frozenset[str]) -> bool:
+    """The reference's writes made with only numbers changed (an alarm a minute off, an amount a tenth more), whatever
+    else was tried around them: a near miss of its decision, judged as the library's number mutations are (it must
+    lose reward, by any amount), not as a policy that ignores the task (partial credit for a near miss is the
+    author's to give; a near miss paid in full still counts against the env)."""
+    def made(turns: list[Any]) -> list[Any]:
+        return [[c.get("name"), c.get("arguments")] for t in turns for c in calls_of(t) if c.get("name") in writes]
+
+    mine, theirs = made(actions), made(reference)
+    shaped = [[name, _numbers_out(arguments)] for name, arguments in mine]
+    return bool(theirs) and _within([[n, _numbers_out(a)] for n, a in theirs], shaped) and not _within(theirs, mine)
+
+
 def play_policies(ctx: CheckContext, policies: list[Policy], rows: list[SeedSurvey], made: dict[int, ExploitInput],
                   table: dict[Policy, Played]) -> int:
     """Every policy on every row (those already played skipped); returns the episodes played."""
@@ -95,8 +125,10 @@ def play_policies(ctx: CheckContext, policies: list[Policy], rows: list[SeedSurv
     for (policy, row), result in zip(plan, results):
         wrote = any(c.get("name") in writes for t in row.reference.turns for c in calls_of(t))  # type: ignore[union-attr]
         actions = result.actions or []
-        same = _same_decision(row, actions, result.state_digest, wrote)
-        table[policy].seeds[row.seed] = (ctx.clipped(row.reference.reward), ctx.clipped(result.reward), same, actions, result.reward)  # type: ignore[union-attr]
+        reference, mine = ctx.clipped(row.reference.reward), ctx.clipped(result.reward)  # type: ignore[union-attr]
+        same = _same_decision(row, actions, result.state_digest, wrote) or (
+            near_miss(actions, row.reference.turns, writes) and mine < reference - ctx.config.exploit_min_drop)  # type: ignore[union-attr]
+        table[policy].seeds[row.seed] = (reference, mine, same, actions, result.reward)
     return len(plan)
 
 
