@@ -79,10 +79,12 @@ class SearchOutcome:
 
 
 def _same_decision(row: SeedSurvey, actions: list[Any], digest: str, wrote: bool) -> bool:
-    """The reference's decision: its final state where it writes (however the episode got there), else its answer."""
+    """The reference's decision: its final state where it writes (however the episode got there), else its answer
+    (a hedge that says both yes and no included: whether a reward may pay a hedge is not this search's verdict)."""
     if digest != row.reference.state_digest:  # type: ignore[union-attr]
         return False
-    return wrote or stance(texts_of(actions)) == reference_stance(row.reference.turns)  # type: ignore[union-attr]
+    said = stance(texts_of(actions))  # a hedge (yes and no) says the reference's answer too: not counted against the env
+    return wrote or said == reference_stance(row.reference.turns) or said == "both"  # type: ignore[union-attr]
 
 
 def _numbers_out(value: Any) -> Any:
