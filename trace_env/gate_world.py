@@ -89,8 +89,11 @@ def numbers(value: Any, out: set[float] | None = None, depth: int = 0) -> list[f
 
 
 def heard_text(messages: list[dict[str, Any]]) -> str:
-    """Every message the agent is shown after its system prompt: user turns and tool results, in order."""
-    return "\n".join(str(m.get("content") or "") for m in messages[1:] if m.get("role") in ("user", "tool"))
+    """Every message the agent is shown after its system prompt and before its last turn: user turns and tool
+    results, in order. What comes after the agent's last message (the result of the write that ended the episode,
+    the user's goodbye) arrives when nothing can use it any more, so no leak can live there."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=len(messages))
+    return "\n".join(str(m.get("content") or "") for m in messages[1:last] if m.get("role") in ("user", "tool"))
 
 
 # --- kit fidelity ------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
 - value pools and templates: fuzzed actions may name values instead of spelling them
   (``{"$pool": 3, "type": "string", "key": "reservation_id"}``: a value found under that key in the scenario
   or in an earlier tool result; ``"mutate"``: the same value changed in one character, well-formed but
-  unknown; ``"like"``: another value of the same shape); ``{"$repeat": j}`` replays turn j; a turn whose
+  unknown; ``"like"``: another value of the same shape); ``{"$all": "reservation_id"}`` is every value read
+  under that key (a list argument widened); ``{"$repeat": j}`` replays turn j; a turn whose
   content is ``{"$echo": "user"}`` says back the last thing the user said. They are
   resolved here, where the scenario is, and the resolved turns go back to the host, so every
   counterexample replays as plain JSON.
@@ -82,8 +83,25 @@ class Masker:
             return [self.structure(v) for v in value]
         return value
 
+    def skeleton(self, value: Any) -> Any:
+        """:meth:`structure` with free text (a string with spaces: an opening, a note) as ``<text>``: the scenario as
+        structured records, so seeds that differ only in how a request is phrased count as one case."""
+        masked = self.structure(value)
+
+        def strip(item: Any) -> Any:
+            if isinstance(item, str):
+                return "<text>" if " " in item.strip() else item
+            if isinstance(item, dict):
+                return {k: strip(v) for k, v in item.items()}
+            if isinstance(item, list):
+                return [strip(v) for v in item]
+            return item
+
+        return strip(masked)
+
     def fingerprint(self, value: Any) -> str:
-        return hashlib.sha256(canonical_json(self.structure(value)).encode()).hexdigest()[:20]
+        """The digest of :meth:`skeleton`: what diversity counts as distinct cases (ids, names and wording masked)."""
+        return hashlib.sha256(canonical_json(self.skeleton(value)).encode()).hexdigest()[:20]
 
 
 # --- value pools and templates -----------------------------------------------------------------
@@ -219,10 +237,24 @@ class ValuePool:
         value = candidates[index % len(candidates)]
         return mutate(value, index) if spec.get("mutate") else value
 
+    def every(self, spec: dict[str, Any]) -> list[Any]:
+        """``{"$all": key}``: every distinct value of the type read so far under ``key`` (id-like values for an
+        ``*_id`` key with none under it): a list argument widened to everything the agent saw (a shotgun)."""
+        self._load()
+        wanted = {"string": ("str",), "integer": ("int",), "number": ("int", "float")}.get(str(spec.get("type")), ("str",))
+        key = str(spec.get("$all") or "")
+        typed = [(v, k) for t, v, k in self.seen if t in wanted]
+        found = [v for v, k in typed if k == key]
+        if not found and key.endswith("id"):
+            found = [v for v, _ in typed if isinstance(v, str) and looks_like_id(v)]
+        return list(dict.fromkeys(found))[:MAX_POOL]
+
     def resolve(self, value: Any) -> Any:
         if isinstance(value, dict):
             if "$pool" in value:
                 return self.pick(value)
+            if "$all" in value:
+                return self.every(value)
             return {k: self.resolve(v) for k, v in value.items()}
         if isinstance(value, list):
             return [self.resolve(v) for v in value]

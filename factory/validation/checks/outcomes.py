@@ -8,7 +8,10 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from factory.validation.checks import leaks
 from factory.validation.checks.context import NO_SEEDS, CheckContext
+from fuzz import free_text
+from fuzz.exploits import is_id
 from fuzz.policies import reference_mutants
 from schemas.validation import CheckResult, Counterexample, SeedSurvey
 
@@ -74,6 +77,11 @@ def check_necessity(ctx: CheckContext) -> CheckResult:
     if leak:
         problems.append(leak)
         counterexample = counterexample or leak_example
+    predicted = leaks.find_leak(ctx, rows) if not problems else None  # whatever its wording
+    if predicted is not None:
+        message, example = leaks.leak_problem(predicted)
+        problems.append(message)
+        counterexample = counterexample or example
     parrots = [r for r in rows if r.parrot is not None]
     return CheckResult(
         name="capability_necessity",
@@ -181,17 +189,34 @@ def _phrases(text: str) -> set[str]:
     return {" ".join(words[i:i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
 
 
+def items(row: SeedSurvey) -> int:
+    """How many items the reference handles: the distinct ids in its calls' arguments (forty reservations read, twenty
+    of them cancelled: forty items). A per-item reward gives each its share, so one write undone costs one item's
+    share, which may be less than one write's."""
+    found = set()
+    for turn in row.reference.turns:  # type: ignore[union-attr]
+        for call in (turn.get("calls") or []) if isinstance(turn, dict) else []:
+            arguments = call.get("arguments") if isinstance(call, dict) and isinstance(call.get("arguments"), dict) else {}
+            found.update(str(v) for k, v in arguments.items() if is_id(str(k), v))
+    return len(found)
+
+
 def check_reward_sensitivity(ctx: CheckContext) -> CheckResult:
     """Mutants of the reference (a write call dropped, a key argument corrupted, every turn a no-op filler
     call) must score lower: otherwise the reward does not depend on what the capability makes the agent do.
-    A drop or corruption undoes one of the reference's writes, so it must cost at least that write's share
-    (a long task with per-item credit loses one item's worth), capped at ``sensitivity_min_drop``."""
+    A drop or corruption undoes one of the reference's writes, so it must cost at least half of one item's share
+    (a long task with per-item credit loses one item's worth; items are the writes, or the distinct ids the reference
+    handles where they are more), capped at ``sensitivity_min_drop``."""
     c = ctx.config
     rows = [r for r in ctx.generated(min(c.sensitivity_seeds, len(ctx.seeds))) if ctx.norm(r.reference.reward) >= c.sensitivity_min_drop]  # type: ignore[union-attr]
     writes = set(ctx.info.get("write_tools") or []) | set(ctx.info.get("terminal_tools") or [])
     plan: list[tuple[SeedSurvey, str, list[Any]]] = []
+    carrying = free_text.argument_texts([r.reference.turns for r in rows], writes)  # type: ignore[union-attr]
     for row in rows:
-        plan.extend((row, kind, turns) for kind, turns in reference_mutants(row.reference.turns, writes))  # type: ignore[union-attr]
+        for kind, turns in reference_mutants(row.reference.turns, writes):  # type: ignore[union-attr]
+            mutant = free_text.decision_mutant(turns, carrying) if kind == "corrupt" else turns
+            if mutant is not None:  # a free-text argument whose words never vary carries no decision to corrupt
+                plan.append((row, kind, mutant))
     results = ctx.play_many([(row.seed, turns) for row, _, turns in plan], templates=True, where="a mutant of the reference")
     fell: dict[str, dict[int, bool]] = defaultdict(dict)
     kept: dict[tuple[str, int], tuple[list[Any], float]] = {}
@@ -199,7 +224,7 @@ def check_reward_sensitivity(ctx: CheckContext) -> CheckResult:
         reference = ctx.norm(row.reference.reward)  # type: ignore[union-attr]
         count = sum(1 for turn in row.reference.turns for call in (turn.get("calls") or [])  # type: ignore[union-attr]
                     if isinstance(turn, dict) and isinstance(call, dict) and call.get("name") in writes)
-        need = c.sensitivity_min_drop if kind == "filler" else min(c.sensitivity_min_drop, 0.5 / max(1, count))
+        need = c.sensitivity_min_drop if kind == "filler" else min(c.sensitivity_min_drop, 0.5 / max(1, count, items(row)))
         dropped = _ok(ctx.norm(result.reward), lambda x: x <= reference - need + 1e-9)
         fell[kind][row.seed] = fell[kind].get(row.seed, False) or dropped
         if not dropped:

@@ -85,8 +85,72 @@ def check_stale_truth(ctx: CheckContext) -> CheckResult:
             counterexample=Counterexample(seed=seed, actions=turns, detail=str(result.truth_check)[:300], reward=result.reward),
             data={"declared": True},
         )
-    return CheckResult(name="stale_truth", passed=True, seeds=len(rows), episodes=len(plan), data={"declared": True},
-                       figure=f"the truth recomputed at the start and after the reference's reads equals the graded truth on {len(rows)} seeds")
+    moved, played = after_writes(ctx, rows)
+    if moved is not None:
+        seed, turns, result, reference = moved
+        return CheckResult(
+            name="stale_truth", passed=False, seeds=len(rows), episodes=len(plan) + played, failing_seeds=[seed],
+            figure=f"the reward follows a truth the agent's own writes moved (seed {seed})",
+            message=f"on seed {seed} the agent's own writes change the truth ({result.truth_check}) and the reward follows the new "
+            f"truth: the skipping solution's decision, made after the reads and one more write, earns {result.reward:.3f} against the "
+            f"reference's {reference:.3f}, though after the reads alone it earns less; grade against the truth of the scenario as generated (or "
+            "recomputed from the records before the agent's writes), never from the state the agent leaves",
+            counterexample=Counterexample(seed=seed, actions=turns, detail=str(result.truth_check)[:300], reward=result.reward),
+            data={"declared": True})
+    return CheckResult(name="stale_truth", passed=True, seeds=len(rows), episodes=len(plan) + played, data={"declared": True},
+                       figure=f"the truth recomputed at the start and after the reference's reads equals the graded truth on {len(rows)} "
+                       f"seeds; after other writes on what was read, the skipping solution's decision is not paid ({played} episodes)")
+
+
+AFTER_SALTS = 3  # values drawn per write tool (enums in turn)
+
+
+def after_writes(ctx: CheckContext, rows: list[Any]) -> tuple[tuple[int, list[Any], Any, float] | None, int]:
+    """The truth checked after the agent's own writes: on seeds where the skipping solution is not paid, play the
+    reference's reads, one write tool on values the agent read (each tool, a few values), then the skipping
+    solution's turns, recomputing the truth at the end. Where the reads and the skipping solution alone are not
+    paid, an episode whose extra write moved the truth and that is now paid as the reference (its final state
+    another) shows a reward that grades against the state the agent left:
+    writes that change the facts (an upgrade) make a forbidden decision (a cancellation) allowed."""
+    from factory.validation.checks.exploits import inputs  # the exploit search's view of a seed
+    from fuzz.search import seen_arguments
+
+    c = ctx.config
+    writes = sorted(ctx.info.get("write_tools") or [])
+    decisive = set(writes) | set(ctx.info.get("terminal_tools") or [])
+    plan: list[tuple[Any, list[Any]]] = []
+    for row in rows:
+        reference, skipping = ctx.clipped(row.reference.reward), ctx.clipped(row.skipping.reward)
+        if not writes or skipping >= reference - c.exploit_min_drop:
+            continue
+        made = inputs(ctx, row)
+        reads = reads_only(row.reference.turns, decisive)
+        reads = [t for t in reads if isinstance(t, dict) and t.get("calls")]
+        plan.append((row, reads + copy.deepcopy(row.skipping.turns)))  # the baseline: the same, without the other write
+        for name in writes:
+            for salt in range(AFTER_SALTS):
+                write = {"content": None, "calls": [{"name": name, "arguments": seen_arguments(made, name, salt, widened=False)}]}
+                plan.append((row, reads + [write] + copy.deepcopy(row.skipping.turns)))
+    if not plan:
+        return None, 0
+    results = ctx.play_many([(row.seed, turns) for row, turns in plan], templates=True, where="writes before the skipping "
+                            "solution (stale-truth check)", truth_check=True, digest_state=True)
+    baseline: dict[int, float] = {}
+    for (row, _), result in zip(plan, results):
+        reference = ctx.clipped(row.reference.reward)
+        if row.seed not in baseline:  # the first episode of each seed is its baseline
+            baseline[row.seed] = ctx.clipped(result.reward)
+            continue
+        if (baseline[row.seed] < reference - c.exploit_min_drop and result.truth_check and result.truth_check.startswith("differs") and result.state_digest != row.reference.state_digest
+                and ctx.clipped(result.reward) >= reference - c.exploit_min_drop):
+            return (row.seed, result.actions or [], result, row.reference.reward), len(plan)
+    return None, len(plan)
+
+
+SMALL_LOSS = 0.25
+"""The stated rule: a rewording that costs at most this share of the reward range (a contraction that misses one
+keyword of one component among several: "cannot" -> "can't" costing a quarter) is a warning, with its figure; a
+larger loss (the answer's whole worth) fails."""
 
 
 def check_paraphrase(ctx: CheckContext) -> CheckResult:
@@ -103,16 +167,27 @@ def check_paraphrase(ctx: CheckContext) -> CheckResult:
     results = ctx.play_many([(row.seed, turns) for row, _, turns in plan], where="a reworded reference")
     kept: dict[str, list[bool]] = defaultdict(list)
     first_loss = None
+    small: list[tuple[float, str, int, float, float]] = []  # (loss, kind, seed, reference, reworded): costs the rule forgives
     for (row, kind, turns), result in zip(plan, results):
         ok = ctx.norm(result.reward) >= ctx.norm(row.reference.reward) - c.paraphrase_tolerance  # type: ignore[union-attr]
+        loss = ctx.norm(row.reference.reward) - ctx.norm(result.reward)  # type: ignore[union-attr]
+        if not ok and loss <= SMALL_LOSS:  # the stated rule: a small cost is a warning with its figure, not a loss
+            small.append((loss, kind, row.seed, row.reference.reward, result.reward))  # type: ignore[union-attr]
+            ok = True
         kept[kind].append(ok)
         if not ok and first_loss is None:
             first_loss = (row, kind, turns, result)
     total = sum(len(v) for v in kept.values())
     share = sum(sum(v) for v in kept.values()) / max(1, total)
     figure = f"{share:.0%} of {total} reworded references keep the reward: " + ", ".join(f"{k} {sum(v)}/{len(v)}" for k, v in kept.items())
+    data: dict[str, Any] = {}
+    if small:
+        loss, kind, seed, before, after = max(small)
+        figure += (f"; warning: {len(small)} lose a small part (at most {SMALL_LOSS:g} of the range), the largest "
+                   f"{kind.replace('_', ' ')} on seed {seed}: {before:.3f} -> {after:.3f}")
+        data["warning"] = {"small_losses": len(small), "largest": round(loss, 3), "kind": kind, "seed": seed}
     if share >= c.paraphrase_min_share or first_loss is None:
-        return CheckResult(name="paraphrase", passed=True, figure=figure, seeds=len(rows), episodes=len(plan))
+        return CheckResult(name="paraphrase", passed=True, figure=figure, seeds=len(rows), episodes=len(plan), data=data)
     row, kind, turns, result = first_loss
     return CheckResult(
         name="paraphrase", passed=False, figure=figure, seeds=len(rows), episodes=len(plan),
