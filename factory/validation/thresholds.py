@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from factory.validation.stats import Decision, Side, decide_ratio, decide_share
-from schemas.validation import ValidationConfig
+from schemas.validation import CheckResult, ValidationConfig
 
 ALPHA = 0.05
 """Chance of a wrong pass, and of a wrong fail, per decided figure, over all its looks."""
-MAX_LOOKS = 4
-"""Looks a sequential decision may take (a first draw of seeds and up to three extensions)."""
+MAX_LOOKS = 8
+"""Looks a sequential decision may take: the exploit search looks after its first draw, its confirmation seeds and up
+to six extensions of 16 seeds; sensitivity and GRPO signal double their seeds up to three times."""
 ALPHA_PER_LOOK = ALPHA / MAX_LOOKS
 
 
@@ -50,7 +51,6 @@ THRESHOLDS: dict[str, Threshold] = {t.field: t for t in [
     Threshold("exploit_max_match_share", "max", "exploit_confirm_seeds", "match share"),
     Threshold("grpo_min_informative_share", "min", "grpo_seeds", "informative group share"),
     Threshold("grpo_max_success_share", "max", "grpo_seeds", "success share"),
-    Threshold("paraphrase_min_share", "min", "paraphrase_seeds", "share of rewordings that keep the reward"),
 ]}
 
 
@@ -85,3 +85,15 @@ def rerun_hint(config: ValidationConfig, name: str) -> str:
 def inconclusive_message(config: ValidationConfig, name: str, decision: Decision, what: str) -> str:
     """One line: ``inconclusive: <what>: share 0.49 [0.41, 0.57] against at most 0.50; rerun with --set ...``."""
     return f"inconclusive: {what}: {decision.text()} after {decision.n} seeds; {rerun_hint(config, name)}"
+
+
+def settle(result: CheckResult, config: ValidationConfig, decided: Sequence[tuple[str, str, Decision]]) -> CheckResult:
+    """Record every decided figure (``(threshold name, what, decision)``) on the result, and turn a result that
+    failed nothing into *inconclusive* when a figure still straddles its threshold (the message says which)."""
+    for name, what, decision in decided:
+        result.intervals[what] = {**decision.as_data(), "threshold_name": name}
+    unsure = [(name, what, d) for name, what, d in decided if d.inconclusive]
+    if result.passed and unsure:
+        result.passed, result.inconclusive = False, True
+        result.message = "; ".join(inconclusive_message(config, name, d, what) for name, what, d in unsure[:3])
+    return result

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from pydantic import TypeAdapter
 
+from factory.validation.envclock import EnvClock, MachineStarved, timed_call
 from factory.validation.lanes import Kept, Lanes
 from sandbox import WorkerFailure, WorkerTimeout
 from schemas.validation import Counterexample, EpisodeSummary, SeedSurvey, ValidationConfig
@@ -144,6 +145,7 @@ class CheckContext:
         self.env_error: Finding | None = None
         self.timings: dict[str, list[Timing]] = {"generate": [], "reset": [], "step": []}
         self.rewards: list[float] = []
+        self.starved: str | None = None  # set when the machine gave the env no CPU for too long (the gate stops)
         spares = max(0, MIN_HASH_SEEDS - 1 - lanes.wanted) if fresh is not None else 0
         self.spares = [Kept(lanes.opener) for _ in range(spares)]  # opened now, in the background
 
@@ -344,14 +346,33 @@ class CheckContext:
     def call_worker(
         self, worker: Any, method: str, params: dict[str, Any], timeout_s: float, seed: int | None = None, actions: list[Any] | None = None
     ) -> Any:
+        """A call with ``timeout_s`` of the env's own time (:mod:`factory.validation.envclock`): a hang is a budget
+        verdict; a worker the machine gives no CPU is :class:`MachineStarved`, never the env's failure."""
+        wait, clocked = self.config.starved_wait_s, EnvClock.of(worker) is not None
         try:
-            return worker.call(method, params, timeout_s=timeout_s)
+            answer, why = timed_call(worker, lambda limit: worker.call(method, params, timeout_s=limit), timeout_s, wait)
         except WorkerTimeout as exc:
-            raise BudgetExceeded(
-                f"{method} did not finish within {timeout_s:.1f} s: the env hangs or is far too slow",
-                Counterexample(seed=seed, actions=list(actions or []), detail=str(exc)[:300]),
-                figure=f"{method} > {timeout_s:.1f} s",
-            ) from exc
+            if clocked:  # past even the starved wait, and no sample said the env used its time
+                raise MachineStarved(self._starved(method, timeout_s)) from exc
+            why = "hang"
+            detail = str(exc)[:300]
+        else:
+            if why is None:
+                return answer
+            detail = f"killed after {timeout_s:.1f} s of its own time" if why == "hang" else ""
+        if why == "starved":
+            raise MachineStarved(self._starved(method, timeout_s))
+        raise BudgetExceeded(
+            f"{method} did not finish within {timeout_s:.1f} s of the env's own time (CPU or sleep, not waiting for a CPU): "
+            "the env hangs or is far too slow",
+            Counterexample(seed=seed, actions=list(actions or []), detail=detail),
+            figure=f"{method} > {timeout_s:.1f} s",
+        )
+
+    def _starved(self, method: str, timeout_s: float) -> str:
+        return (f"machine starved: the env's worker got no CPU (or was stopped) for {self.config.starved_wait_s:.0f} s past "
+                f"the {timeout_s:.1f} s a {method} call may take; the env was not judged: rerun on a less loaded machine "
+                "or with --set starved_wait_s=N")
 
     # --- budget ---------------------------------------------------------------------------------------
     def budget_figures(self) -> dict[str, tuple[float, float, Timing | None]]:

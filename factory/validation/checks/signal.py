@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from factory.validation.checks.context import NO_SEEDS, CheckContext
 from factory.validation.checks.fuzzing import search
+from factory.validation.thresholds import judge_ratio, judge_share, settle
 from fuzz.policies import filler_turn, mixture_rollout
 from fuzz.strategies import realistic_sequences
 from schemas.validation import CheckResult, Counterexample, EpisodeSummary
@@ -55,29 +56,31 @@ def check_grpo_signal(ctx: CheckContext) -> CheckResult:
             flat_seed = row.seed
     everything = [ctx.clipped(r.reward) for r in results]
     success = sum(r >= c.solvability_min_reward for r in everything) / max(1, len(everything))
-    share = informative / max(1, len(groups))
+    share = judge_share(c, "grpo_min_informative_share", informative, len(groups))
+    per_seed = [sum(ctx.clipped(r.reward) >= c.solvability_min_reward for r in group) / len(group) for group in groups if group]
+    saturated = judge_ratio(c, "grpo_max_success_share", per_seed, [1.0] * len(per_seed))
     problems = []
-    if share < c.grpo_min_informative_share:
+    if share.failed:
         problems.append(f"only {informative}/{len(groups)} groups have a reward spread >= {c.grpo_min_spread} that is not just "
                         "episode length: make the reward graded (partial credit per sub-goal) and about what the agent did")
     if controls and by_length > len(controls) // 2:
         problems.append(f"in {by_length}/{len(controls)} groups filler episodes of the same lengths score the same: the reward "
                         "follows episode length, not behaviour")
-    if success > c.grpo_max_success_share:
+    if saturated.failed:
         problems.append(f"{success:.0%} of mixture rollouts already reach {c.solvability_min_reward:.0%} of the reward range (at most "
                         f"{c.grpo_max_success_share:.0%}): the reward is saturated, GRPO has little to learn")
-    return CheckResult(
+    return settle(CheckResult(
         name="grpo_signal",
         passed=not problems,
-        figure=f"{informative}/{len(groups)} informative groups (K={c.grpo_group_size}, std >= {c.grpo_min_spread}); "
-        f"mean std {statistics.fmean(spreads) if spreads else 0:.3f}; {success:.0%} of rollouts succeed",
+        figure=f"{informative}/{len(groups)} informative groups (K={c.grpo_group_size}, std >= {c.grpo_min_spread}; {share.text()}); "
+        f"mean std {statistics.fmean(spreads) if spreads else 0:.3f}; {success:.0%} of rollouts succeed ({saturated.text()})",
         message="; ".join(problems),
         counterexample=None if not problems else Counterexample(
             seed=flat_seed if flat_seed is not None else (rows[0].seed if rows else None),
             detail="rewards of the group: " + ", ".join(f"{r.reward:.3f}" for r in (groups[0] if groups else [])),
         ),
         seeds=len(rows), episodes=len(results) + len(filler),
-    )
+    ), c, [("grpo_min_informative_share", "informative groups", share), ("grpo_max_success_share", "rollouts that succeed", saturated)])
 
 
 def check_reward_bounds(ctx: CheckContext) -> CheckResult:
