@@ -29,9 +29,11 @@ from schemas.validation import CheckResult, ValidationConfig
 
 ALPHA = 0.05
 """Chance of a wrong pass, and of a wrong fail, per decided figure, over all its looks."""
-MAX_LOOKS = 8
-"""Looks a sequential decision may take: the exploit search looks after its first draw, its confirmation seeds and up
-to six extensions of 16 seeds; sensitivity and GRPO signal double their seeds up to three times."""
+MORE_LOOKS = 3
+"""Further looks the exploit search takes at a figure still inconclusive after its own rounds, each on twice the seeds."""
+MAX_LOOKS = 4
+"""Looks a sequential decision may take: sensitivity and GRPO signal look at their seeds and at twice as many up to
+three times; the exploit search decides after its rounds of seeds and takes up to ``MORE_LOOKS`` more."""
 ALPHA_PER_LOOK = ALPHA / MAX_LOOKS
 
 
@@ -47,8 +49,8 @@ THRESHOLDS: dict[str, Threshold] = {t.field: t for t in [
     Threshold("solvability_min_share", "min", "solvability_seeds", "share of seeds the reference solves"),
     Threshold("necessity_min_share", "min", "necessity_seeds", "share of seeds the skipping agent fails"),
     Threshold("sensitivity_min_share", "min", "sensitivity_seeds", "share of seeds the mutant falls"),
-    Threshold("exploit_max_share", "max", "exploit_confirm_seeds", "mean reward share"),
-    Threshold("exploit_max_match_share", "max", "exploit_confirm_seeds", "match share"),
+    Threshold("exploit_max_share", "max", "max_seeds", "mean reward share"),
+    Threshold("exploit_max_match_share", "max", "max_seeds", "match share"),
     Threshold("grpo_min_informative_share", "min", "grpo_seeds", "informative group share"),
     Threshold("grpo_max_success_share", "max", "grpo_seeds", "success share"),
 ]}

@@ -7,7 +7,8 @@ on the env's declared range and times every generate, reset and step it sees (so
 :class:`BudgetExceeded`, which ends the gate with the budget verdict.
 
 The seeds are drawn on every run (``run_seed``, reported, repeats a run) like training's: half from the
-windows training walks (small consecutive seeds), half at random from a large range (:func:`draw_seeds`);
+windows training walks (consecutive seeds near each window's start and across all of it), half at random from a
+large range (:func:`draw_seeds`);
 the wording of the probes varies too (:attr:`CheckContext.rng`): no fixed window an env could be fitted to.
 """
 
@@ -58,22 +59,36 @@ def training_windows() -> dict[str, int]:
 
 
 TRAINING_BLOCK = ("grpo", "warm_start", "grpo", "heldout")  # which window each block's consecutive pair comes from
-SMALL_OFFSET, WIDE_OFFSET = 16, 4096
+SMALL_OFFSET = 16
+
+
+def window_spans(windows: dict[str, int]) -> dict[str, int]:
+    """How far each training window reaches: up to the next window's base (a variant scan never crosses it,
+    ``trainer.seeds``), the last as far as the one before it."""
+    ordered = sorted(windows.items(), key=lambda item: item[1])
+    spans: dict[str, int] = {}
+    for (name, base), following in zip(ordered, ordered[1:] + [None]):
+        spans[name] = (following[1] - base) if following else (spans[ordered[-2][0]] if len(ordered) > 1 else 2**20)
+    return {name: max(SMALL_OFFSET * 2, span) for name, span in spans.items()}
 
 
 def draw_seeds(run_seed: int, first_seed: int, count: int) -> list[int]:
     """``count`` distinct seeds in ``[first_seed, 2**31)`` drawn by ``run_seed``, shaped like training's.
 
-    Training walks small consecutive seeds (GRPO from 0, warm start and held-out from their bases); a gate
-    that drew only uniformly from ``[0, 2**31)`` would almost never meet them, so an env lenient on small or
-    consecutive seeds would pass. So in every block of four, two seeds are a consecutive pair inside a
-    training window (GRPO, warm start, GRPO, held-out in turn; the pair starts at a small offset, below 16
-    half the time, else below 4096) and two are uniform over the whole range: every prefix the checks take
-    (the first 10, 16, 128 seeds) holds both kinds. Offsets and the uniform draws vary with ``run_seed``: no
-    fixed window an env could be fitted to.
+    Training walks small consecutive seeds from each window's base (GRPO from 0, warm start and held-out from
+    their bases), and a long run, or a curriculum scanning for one variant, goes deep into its window; a gate
+    that drew only uniformly from ``[0, 2**31)`` would almost never meet them, so an env lenient on those seeds
+    would pass. So in every block of four, two seeds are a consecutive pair inside a training window (GRPO, warm
+    start, GRPO, held-out in turn) at an offset below 16 half the time (where every run starts) and else
+    log-uniform over the whole window (up to the next window's base: as likely between 16 and 1,000 as between
+    1,000 and 60,000), and two are uniform over the whole range: every prefix the checks take (the first 10, 16,
+    128 seeds) holds each kind. Offsets and the uniform draws vary with ``run_seed``: no fixed window an env could
+    be fitted to. A longer draw with the same arguments starts with the shorter one (a sequential test's further
+    seeds are new).
     """
     rng = random.Random(f"trace-gate-seeds:{run_seed}")
     windows = training_windows()
+    spans = window_spans(windows)
     seeds: list[int] = []
     taken: set[int] = set()
 
@@ -84,8 +99,13 @@ def draw_seeds(run_seed: int, first_seed: int, count: int) -> list[int]:
 
     block = 0
     while len(seeds) < count:
-        base = max(first_seed, windows[TRAINING_BLOCK[block % len(TRAINING_BLOCK)]])
-        start = base + rng.randrange(SMALL_OFFSET if rng.random() < 0.5 else WIDE_OFFSET)
+        name = TRAINING_BLOCK[block % len(TRAINING_BLOCK)]
+        base = max(first_seed, windows[name])
+        if rng.random() < 0.5:
+            offset = rng.randrange(SMALL_OFFSET)
+        else:  # log-uniform over [SMALL_OFFSET, span - 1)
+            offset = int(math.exp(rng.uniform(math.log(SMALL_OFFSET), math.log(spans[name] - 1))))
+        start = base + offset
         while start in taken or start + 1 in taken:
             start += 2
         take(start)
@@ -149,6 +169,12 @@ class CheckContext:
         spares = max(0, MIN_HASH_SEEDS - 1 - lanes.wanted) if fresh is not None else 0
         self.spares = [Kept(lanes.opener) for _ in range(spares)]  # opened now, in the background
 
+    def extend_seeds(self, count: int) -> None:
+        """Draw seeds up to ``count`` (the same run's draw, longer: the seeds so far are its prefix)."""
+        if count > len(self.seeds):
+            self.seeds = draw_seeds(self.run_seed, self.config.first_seed, count)
+            self.index = {seed: i for i, seed in enumerate(self.seeds)}
+
     def fresh_workers(self, hash_seeds: int) -> list[Any]:
         """The fresh worker and as many spare fresh workers (opened as training opens one) as it takes for
         the lanes and these to hold ``hash_seeds`` workers; a spare that failed to open is left out."""
@@ -192,7 +218,8 @@ class CheckContext:
     def survey(self, count: int) -> list[SeedSurvey]:
         """The first ``count`` seeds, surveyed once (see ``trace_env.gate_probe.survey``) and kept. The first
         chunk is small, short and on lane 0 alone, so an env that is slow on every seed fails fast; the
-        rest is spread over the lanes."""
+        rest is spread over the lanes. More seeds than drawn so far are drawn first (:meth:`extend_seeds`)."""
+        self.extend_seeds(count)
         wanted = self.seeds[:count]
         while True:
             todo = [s for s in wanted if s not in self.surveys]

@@ -60,12 +60,15 @@ def check_solvability(ctx: CheckContext) -> CheckResult:
 def check_necessity(ctx: CheckContext) -> CheckResult:
     """The capability-skipping agent must fail; so must an agent that only reads the first message."""
     c = ctx.config
-    rows = ctx.generated(min(c.necessity_seeds, len(ctx.seeds)))
-    if not rows:
-        return CheckResult(name="capability_necessity", passed=False, message=NO_SEEDS)
-    rewards = {r.seed: r.skipping.reward for r in rows}  # type: ignore[union-attr]
-    passing = [s for s, reward in rewards.items() if not _ok(ctx.norm(reward), lambda x: x <= c.necessity_max_reward)]
-    failed_skipping = judge_share(c, "necessity_min_share", len(rows) - len(passing), len(rows))
+    for look in looks(c.necessity_seeds, c.necessity_seeds * 2 ** (MAX_LOOKS - 1)):  # more seeds while it straddles
+        rows = ctx.generated(look)
+        if not rows:
+            return CheckResult(name="capability_necessity", passed=False, message=NO_SEEDS)
+        rewards = {r.seed: r.skipping.reward for r in rows}  # type: ignore[union-attr]
+        passing = [s for s, reward in rewards.items() if not _ok(ctx.norm(reward), lambda x: x <= c.necessity_max_reward)]
+        failed_skipping = judge_share(c, "necessity_min_share", len(rows) - len(passing), len(rows))
+        if not failed_skipping.inconclusive:
+            break
     problems, counterexample = [], None
     if failed_skipping.failed:
         problems.append(f"the capability-skipping solution still scores > {c.necessity_max_reward} on seeds {_seeds_text(passing)}")
@@ -195,9 +198,9 @@ def check_reward_sensitivity(ctx: CheckContext) -> CheckResult:
     fell: dict[str, dict[int, bool]] = defaultdict(dict)
     kept: dict[tuple[str, int], tuple[list[Any], float]] = {}
     # A sequential test: more seeds while a kind's share of falls still straddles the threshold (see thresholds).
-    for look in looks(c.sensitivity_seeds, min(len(ctx.seeds), c.sensitivity_seeds * 2 ** (MAX_LOOKS - 1))):
+    for look in looks(c.sensitivity_seeds, c.sensitivity_seeds * 2 ** (MAX_LOOKS - 1)):
         seen = {r.seed for r in rows}
-        fresh = [r for r in ctx.generated(min(look, len(ctx.seeds))) if r.seed not in seen and ctx.norm(r.reference.reward) >= c.sensitivity_min_drop]  # type: ignore[union-attr]
+        fresh = [r for r in ctx.generated(look) if r.seed not in seen and ctx.norm(r.reference.reward) >= c.sensitivity_min_drop]  # type: ignore[union-attr]
         batch: list[tuple[SeedSurvey, str, list[Any]]] = []
         for row in fresh:
             batch.extend((row, kind, turns) for kind, turns in reference_mutants(row.reference.turns, writes))  # type: ignore[union-attr]
