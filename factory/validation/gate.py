@@ -95,7 +95,9 @@ def validate_source(source: str, gate: Gate | None = None) -> ValidationReport:
     else:
         began = time.perf_counter()
         notify("interface", None)
-        open_env = opener(source, backend_name, limits, config.load_timeout_s, config.rpc_timeout_s)
+        # Calls the checks make have their own limits in the env's own time (CheckContext.call_worker); the wall
+        # limit a worker is opened with only bounds a call on a starved machine.
+        open_env = opener(source, backend_name, limits, config.load_timeout_s, config.rpc_timeout_s + config.starved_wait_s)
         try:
             main: SandboxedEnv | None = open_env()
         except WORKER_FAILURES as exc:

@@ -348,15 +348,23 @@ class CheckContext:
 
     # --- calls ---------------------------------------------------------------------------------------
     def fresh_call(self, run: Callable[[], Any], seed: int | None = None, actions: list[Any] | None = None) -> Any:
-        """A call on the fresh worker (reset and step, as training): a hang is a budget verdict here too."""
+        """A call on the fresh worker (reset and step, as training): a hang is a budget verdict here too, in the
+        env's own time (the gate opens its workers with ``rpc_timeout_s + starved_wait_s`` of wall time per call)."""
+        limit = self.config.rpc_timeout_s
         try:
-            return run()
+            answer, why = timed_call(self.fresh_env().worker, lambda _: run(), limit, self.config.starved_wait_s)
+            detail = f"killed after {limit:.1f} s of its own time"
         except WorkerTimeout as exc:
-            raise BudgetExceeded(
-                f"a reset or step did not finish within {self.config.rpc_timeout_s:.1f} s in a fresh worker: the env hangs",
-                Counterexample(seed=seed, actions=list(actions or []), detail=str(exc)[:300]),
-                figure=f"step > {self.config.rpc_timeout_s:.1f} s",
-            ) from exc
+            why, detail = "hang", str(exc)[:300]
+        if why is None:
+            return answer
+        if why == "starved":
+            raise MachineStarved(self._starved("reset or step", limit))
+        raise BudgetExceeded(
+            f"a reset or step did not finish within {limit:.1f} s of the env's own time in a fresh worker: the env hangs",
+            Counterexample(seed=seed, actions=list(actions or []), detail=detail),
+            figure=f"step > {limit:.1f} s",
+        )
 
     def call(self, method: str, params: dict[str, Any], timeout_s: float, seed: int | None = None, actions: list[Any] | None = None) -> Any:
         return self.call_worker(self.env.worker, method, params, timeout_s, seed, actions)
