@@ -72,7 +72,7 @@ class ValidationConfig(BaseModel):
     paraphrase_min_share: float = Field(0.9, ge=0, le=1, description="share of reworded references that must keep the reward")
     exploit_seeds: int = Field(10, ge=1, le=1_000, description="seeds every degenerate policy and reference mutation is played on")
     exploit_confirm_seeds: int = Field(20, ge=0, le=1_000, description="further seeds the closest exploits are played on before a verdict")
-    max_seeds: int = Field(512, ge=1, le=100_000, description="the most seeds the exploit search draws for a figure whose "
+    max_seeds: int = Field(256, ge=1, le=100_000, description="the most seeds the exploit search draws for a figure whose "
                            "confidence interval still straddles its threshold (then the verdict is inconclusive)")
     exploit_max_share: float = Field(0.5, ge=0, le=1, description="highest mean reward a degenerate policy may reach, as a share of the reference's")
     exploit_max_match_share: float = Field(

@@ -98,4 +98,4 @@ def test_thresholds_table_names_real_config_fields_and_gives_the_rerun_line() ->
     unsure = thresholds.judge_ratio(config, "exploit_max_share", [0.4, 0.6, 0.5, 0.45, 0.55], [1.0] * 5)
     assert unsure.outcome == "inconclusive"
     line = thresholds.inconclusive_message(config, "exploit_max_share", unsure, "always_agree")
-    assert line.startswith("inconclusive: always_agree: mean reward share 0.50 [") and "rerun with --set max_seeds=2048" in line
+    assert line.startswith("inconclusive: always_agree: mean reward share 0.50 [") and "rerun with --set max_seeds=1024" in line
