@@ -40,8 +40,14 @@ def seeds_bench(names: list[str], backend: str, start: int, count: int, parallel
     out = {}
     for env in names:
         began = time.perf_counter()
+        def one(seed: int) -> tuple[int, dict]:
+            result = run(ROOT, env, backend, seed)
+            print(f"  {env} run_seed {seed}: {result['status']} {result['seconds']:.1f} s "
+                  + "; ".join(result["failures"] + result.get("inconclusive", []))[:300], flush=True)
+            return seed, result
+
         with ThreadPoolExecutor(max_workers=parallel) as pool:
-            results = list(pool.map(lambda seed: (seed, run(ROOT, env, backend, seed)), range(start, start + count)))
+            results = list(pool.map(one, range(start, start + count)))
         statuses = Counter(r["status"] for _, r in results)
         usual = statuses.most_common(1)[0][0]
         odd = [(seed, r) for seed, r in results if r["status"] != usual]
