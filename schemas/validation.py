@@ -109,7 +109,7 @@ class ValidationConfig(BaseModel):
     rpc_timeout_s: float = Field(20.0, gt=0, le=3_600, description="time one call to a worker may take, in the env's own "
                                  "time (wall time less waiting for a CPU or being stopped): more is a hang")
     starved_wait_s: float = Field(300.0, ge=0, le=86_400, description="wall time past a call's limit the gate waits for an "
-                                  "env that gets no CPU (a starved machine) before it stops with status 'starved'")
+                                  "env that gets (almost) no CPU (a starved machine) before it stops with status 'starved'")
     first_seed: int = Field(0, ge=0, le=2**31 - 2, description="the lowest seed the gate may draw")
     run_seed: Optional[int] = Field(
         None, ge=0, le=2**31 - 1,

@@ -4,7 +4,9 @@ A call to a worker is given ``timeout_s`` of the env's own time: wall time less 
 waiting for a CPU (``/proc/PID/schedstat``, the run-queue delay) or stopped (state ``T``: SIGSTOP, a debugger,
 a frozen cgroup). A CPU-bound loop and a ``sleep`` both use their own time and are hangs; a worker that a loaded
 machine never runs, or that was stopped, does not, so the gate waits for it, up to ``starved_wait_s`` of wall
-time more, then stops with "the machine is starved" instead of judging the env (:class:`MachineStarved`).
+time more, then stops with "the machine is starved" instead of judging the env (:class:`MachineStarved`); a
+worker that still gets a little CPU (at least :data:`MIN_SHARE` of the wall time) is waited for until its own
+time runs out.
 
 The worker's processes are the host process of its channel and its descendants (bwrap, the shim, the handler:
 a pid namespace's processes are visible from the host's ``/proc``). A backend whose processes the host cannot
@@ -21,6 +23,9 @@ from typing import Any, Callable
 
 POLL_S = 0.25
 """How often a long call's processes are sampled (calls shorter than this cost nothing)."""
+MIN_SHARE = 0.05
+"""A worker that had less than this share of its wall time as its own over the last ``starved_wait_s`` (past its
+limit) is starved; one that progresses faster, however slowly, is waited for until its own time runs out."""
 
 
 class MachineStarved(Exception):
@@ -116,6 +121,11 @@ class EnvClock:
         return max(0.0, span - max(0.0, waited))
 
 
+def wall_limit(timeout_s: float, starved_wait_s: float) -> float:
+    """The longest wall time a call with ``timeout_s`` of its own time can take before the watchdog ends it."""
+    return timeout_s / MIN_SHARE + starved_wait_s + 5 * POLL_S
+
+
 def timed_call(worker: Any, call: Callable[[float], Any], timeout_s: float, starved_wait_s: float) -> tuple[Any, str | None]:
     """``call(wall_timeout)`` with ``timeout_s`` of the env's own time: returns (result, None), or (None, why)
     where why is ``"hang"`` (the env used its time: the worker was killed) or ``"starved"`` (it got no CPU for
@@ -131,13 +141,16 @@ def timed_call(worker: Any, call: Callable[[float], Any], timeout_s: float, star
         if done.wait(POLL_S):
             return
         own, last = POLL_S, clock.sample()  # the first poll's span counts as the env's (at most POLL_S of slack)
+        history = [(last.at, own)]  # (when, own time so far), to tell a slow env from one that gets no CPU
         while not done.wait(POLL_S):
             now = clock.sample()
             own += EnvClock.own(last, now)
             last = now
+            history.append((now.at, own))
+            window = [o for at, o in history if at <= now.at - starved_wait_s]
             if own >= timeout_s:
                 verdict["why"] = "hang"
-            elif now.at - started >= timeout_s + starved_wait_s:
+            elif now.at - started >= timeout_s + starved_wait_s and window and own - window[-1] < MIN_SHARE * starved_wait_s:
                 verdict["why"] = "starved"
             if verdict["why"]:
                 worker.close()
@@ -146,7 +159,7 @@ def timed_call(worker: Any, call: Callable[[float], Any], timeout_s: float, star
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        return call(timeout_s + starved_wait_s + 5 * POLL_S), None
+        return call(wall_limit(timeout_s, starved_wait_s)), None
     except Exception:
         if verdict["why"]:
             return None, verdict["why"]

@@ -23,6 +23,7 @@ from typing import Any, Callable
 from env_registry.hosted import SandboxedEnv
 from env_registry.policy import Policy
 from factory.validation.calibration import CalibrationConfig, run_calibration
+from factory.validation.envclock import wall_limit
 from factory.validation.checks import SANDBOX_CHECKS, WORKER_FAILURES, BudgetExceeded, CheckContext, MachineStarved
 from factory.validation.lanes import Kept, Lanes, default_lanes, opener
 from factory.validation.static import check_source
@@ -96,8 +97,8 @@ def validate_source(source: str, gate: Gate | None = None) -> ValidationReport:
         began = time.perf_counter()
         notify("interface", None)
         # Calls the checks make have their own limits in the env's own time (CheckContext.call_worker); the wall
-        # limit a worker is opened with only bounds a call on a starved machine.
-        open_env = opener(source, backend_name, limits, config.load_timeout_s, config.rpc_timeout_s + config.starved_wait_s)
+        # limit a worker is opened with only bounds a call on a starved machine (envclock.wall_limit).
+        open_env = opener(source, backend_name, limits, config.load_timeout_s, wall_limit(config.rpc_timeout_s, config.starved_wait_s))
         try:
             main: SandboxedEnv | None = open_env()
         except WORKER_FAILURES as exc:

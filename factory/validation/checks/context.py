@@ -349,7 +349,7 @@ class CheckContext:
     # --- calls ---------------------------------------------------------------------------------------
     def fresh_call(self, run: Callable[[], Any], seed: int | None = None, actions: list[Any] | None = None) -> Any:
         """A call on the fresh worker (reset and step, as training): a hang is a budget verdict here too, in the
-        env's own time (the gate opens its workers with ``rpc_timeout_s + starved_wait_s`` of wall time per call)."""
+        env's own time (the gate opens its workers with :func:`~factory.validation.envclock.wall_limit` of wall time)."""
         limit = self.config.rpc_timeout_s
         try:
             answer, why = timed_call(self.fresh_env().worker, lambda _: run(), limit, self.config.starved_wait_s)
