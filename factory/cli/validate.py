@@ -221,7 +221,7 @@ def _print(outcomes: list[EnvOutcome], as_json: bool, many: bool) -> None:
         r = o.report
         rows.append({
             "env": o.label,
-            "result": "error" if r is None else "passed" if r.passed else "FAILED",
+            "result": "error" if r is None else "passed" if r.passed else r.status if r.status in ("inconclusive", "starved") else "FAILED",
             "checks": "-" if r is None else f"{sum(c.passed for c in r.checks)}/{len(r.checks)} passed",
             "failed": (o.error or "") if r is None else ", ".join(c.name for c in r.failures()) or "-",
             "time": "-" if r is None else f"{r.seconds:.1f} s",

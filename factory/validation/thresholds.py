@@ -13,7 +13,11 @@ not of the draw. The stated error rates (README, "Gate verdicts and their error 
   the figure, its interval, the threshold and the ``--set`` that draws more seeds;
 - two edge rules need no interval: a threshold of "every seed" (solvability) fails on one failing seed and
   passes on none; a "may match on few seeds" figure with no seed against it (an exploit that never matched)
-  passes, as no count of seeds bounds such a share below a small threshold at this error rate.
+  passes: bounding a share below 0.10 at this error rate takes 42 seeds with none against it, more than an
+  exploit is played on, and nothing counts against the env.
+
+Shares of seeds use exact (conservative) Clopper-Pearson bounds; a mean reward ratio uses Student's t with the
+delta method, whose rate is approximate (tests/gate/test_stats.py checks it by simulation).
 
 A check compares several figures (the exploit search one per exploit): its own chance of a wrong verdict is at
 most ``ALPHA`` times the figures it decides.
@@ -30,7 +34,8 @@ from schemas.validation import CheckResult, ValidationConfig
 ALPHA = 0.05
 """Chance of a wrong pass, and of a wrong fail, per decided figure, over all its looks."""
 MORE_LOOKS = 3
-"""Further looks the exploit search takes at a figure still inconclusive after its own rounds, each on twice the seeds."""
+"""Further looks the exploit search takes at a figure still inconclusive after its own rounds, each on as many new
+seeds again as the exploits concerned have (until they have ``max_seeds``)."""
 MAX_LOOKS = 4
 """Looks a sequential decision may take: sensitivity and GRPO signal look at their seeds and at twice as many up to
 three times; the exploit search decides after its rounds of seeds and takes up to ``MORE_LOOKS`` more."""
