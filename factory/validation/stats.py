@@ -187,12 +187,12 @@ def decide_ratio(numerators: Sequence[float], denominators: Sequence[float], thr
     return decide(ratio, low, high, threshold, side, len(numerators), label)
 
 
-def looks(first: int, cap: int) -> list[int]:
-    """The seed counts a sequential test looks at: ``first``, doubling, and the cap."""
+def looks(first: int, cap: int, factor: int = 2) -> list[int]:
+    """The seed counts a sequential test looks at: ``first``, times ``factor`` each look, and the cap."""
     first = max(1, min(first, cap))
     out = [first]
     while out[-1] < cap:
-        out.append(min(cap, out[-1] * 2))
+        out.append(min(cap, out[-1] * factor))
     return out
 
 

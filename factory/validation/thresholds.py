@@ -37,8 +37,9 @@ MORE_LOOKS = 3
 """Further looks the exploit search takes at a figure still inconclusive after its own rounds, each on as many new
 seeds again as the exploits concerned have (until they have ``max_seeds``)."""
 MAX_LOOKS = 4
-"""Looks a sequential decision may take: sensitivity and GRPO signal look at their seeds and at twice as many up to
-three times; the exploit search decides after its rounds of seeds and takes up to ``MORE_LOOKS`` more."""
+"""Looks a sequential decision may take: necessity and GRPO signal look at their seeds and at twice as many up to
+three times, sensitivity at four times as many up to twice; the exploit search decides after its rounds of seeds
+and takes up to ``MORE_LOOKS`` more."""
 ALPHA_PER_LOOK = ALPHA / MAX_LOOKS
 
 
@@ -83,7 +84,7 @@ def judge_ratio(config: ValidationConfig, name: str, numerators: Sequence[float]
 
 
 def rerun_hint(config: ValidationConfig, name: str) -> str:
-    """The ``--set`` that gives an inconclusive figure more seeds (four times the cap it had)."""
+    """The ``--set`` that gives an inconclusive figure more seeds (four times the setting: its cap grows with it)."""
     entry = THRESHOLDS[name]
     now = int(getattr(config, entry.seeds_field))
     return f"rerun with --set {entry.seeds_field}={max(4 * now, now + 16)}"
