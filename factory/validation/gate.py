@@ -6,8 +6,11 @@ for the determinism check; results do not depend on how many lanes there are. Th
 on every run from ``run_seed`` (reported; ``--set run_seed=N`` repeats a run).
 
 The gate never raises for a bad env. Every exception inside a check becomes a failed check with a
-message; a worker that dies is restarted for the next check; a call that hangs, or timings far over
-budget, end the gate at once with the budget verdict (the checks not run are reported as skipped). Every
+message; a worker that dies is restarted for the next check; a call that hangs (in the env's own time:
+:mod:`factory.validation.envclock`), or timings far over budget, end the gate at once with the budget verdict
+(the checks not run are reported as skipped); a machine that gives the env no CPU ends it with status
+``starved`` and no verdict. A figure whose interval straddles its threshold makes its check inconclusive
+(:mod:`factory.validation.thresholds`); the report's status is then ``inconclusive`` unless a check failed. Every
 counterexample is replayed before it is reported, and says whether it reproduced.
 """
 
