@@ -54,7 +54,9 @@ def one(env: str, backend: str, run_seed: int) -> None:
     closest = None if found is None or "closest" not in found.data else {
         k: found.data[k] for k in ("closest", "closest_family", "closest_mean_share", "closest_match_share")}
     print(json.dumps({"status": report.status, "seconds": round(wall, 3), "host_cpu": round(host, 3), "worker_cpu": workers, "checks": checks, "closest_exploit": closest,
-                      "failures": [f"{c.name}: {c.message[:120]}" for c in report.failures()]}))
+                      "failures": [f"{c.name}: {c.message[:120]}" for c in report.failures() if not getattr(c, "inconclusive", False)],
+                      "inconclusive": [f"{c.name}: {c.message[:200]}" for c in report.checks if getattr(c, "inconclusive", False)],
+                      "starved": getattr(report, "starved", None)}))
 
 
 def run(tree: Path, env: str, backend: str, run_seed: int) -> dict:

@@ -72,6 +72,8 @@ class ValidationConfig(BaseModel):
     paraphrase_min_share: float = Field(0.9, ge=0, le=1, description="share of reworded references that must keep the reward")
     exploit_seeds: int = Field(10, ge=1, le=1_000, description="seeds every degenerate policy and reference mutation is played on")
     exploit_confirm_seeds: int = Field(20, ge=0, le=1_000, description="further seeds the closest exploits are played on before a verdict")
+    max_seeds: int = Field(256, ge=1, le=100_000, description="the most seeds the exploit search draws for a figure whose "
+                           "confidence interval still straddles its threshold (then the verdict is inconclusive)")
     exploit_max_share: float = Field(0.5, ge=0, le=1, description="highest mean reward a degenerate policy may reach, as a share of the reference's")
     exploit_max_match_share: float = Field(
         0.1, ge=0, le=1, description="share of seeds on which an exploit may match the reference's reward (within exploit_min_drop)"
@@ -104,7 +106,10 @@ class ValidationConfig(BaseModel):
     memory_projection_episodes: int = Field(
         100_000, ge=1, le=10**9, description="episodes one worker may serve in training: growth per episode is projected this far"
     )
-    rpc_timeout_s: float = Field(20.0, gt=0, le=3_600)
+    rpc_timeout_s: float = Field(20.0, gt=0, le=3_600, description="time one call to a worker may take, in the env's own "
+                                 "time (wall time less waiting for a CPU or being stopped): more is a hang")
+    starved_wait_s: float = Field(300.0, ge=0, le=86_400, description="wall time past a call's limit the gate waits for an "
+                                  "env that gets (almost) no CPU (a starved machine) before it stops with status 'starved'")
     first_seed: int = Field(0, ge=0, le=2**31 - 2, description="the lowest seed the gate may draw")
     run_seed: Optional[int] = Field(
         None, ge=0, le=2**31 - 1,
@@ -154,6 +159,10 @@ class CheckResult(BaseModel):
     episodes: int = Field(0, description="how many episodes the check ran (its share of shared surveys included)")
     failing_seeds: list[int] = Field(default_factory=list, description="every seed that failed, where the check is per seed")
     data: dict[str, Any] = Field(default_factory=dict, description="the check's figures, machine-readable")
+    inconclusive: bool = Field(False, description="not passed, not failed: a figure's confidence interval still straddles its "
+                               "threshold after every seed the check may draw (the message names it and the --set that draws more)")
+    intervals: dict[str, Any] = Field(default_factory=dict, description="each decided figure: estimate, interval, threshold, "
+                                      "side, seeds and outcome (factory.validation.stats)")
 
 
 class ValidationReport(BaseModel):
@@ -172,10 +181,16 @@ class ValidationReport(BaseModel):
     workers: int = Field(1, description="sandbox workers the gate ran on")
     worker_cpu_s: float | None = Field(None, description="CPU seconds the env workers used, all lanes together")
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
-    status: Literal["passed", "failed"] = "failed"
+    status: Literal["passed", "failed", "inconclusive", "starved"] = Field(
+        "failed", description="inconclusive: no check failed, some figure straddles its threshold at the cap; starved: the "
+        "machine gave the env no CPU for too long, the env was not judged (see starved)")
+    starved: str | None = Field(None, description="why the gate stopped without judging the env: the machine, not the env")
 
     def failures(self) -> list[CheckResult]:
         return [c for c in self.checks if c.required and not c.passed and not c.skipped]
+
+    def inconclusive(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.required and c.inconclusive]
 
 
 # --- what the sandbox worker reports (trace_env.gate_probe) ------------------------------------------

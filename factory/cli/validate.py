@@ -46,6 +46,7 @@ def validate(
     calibrate_seeds: Annotated[int, typer.Option("--calibrate-seeds", min=1, max=10_000, help="Seeds for calibration (1-10000).")] = 8,
     calibrate_k: Annotated[int, typer.Option("--calibrate-k", min=2, max=256, help="Rollouts per seed for calibration (2-256).")] = 4,
     as_json: JsonOption = False,
+    inconclusive: Annotated[str, typer.Option("--inconclusive", help="What an inconclusive verdict (a figure whose interval still straddles its threshold after every seed the gate may draw) exits with: fail (1), pass (0) or error (3). A starved machine (the env got no CPU) always exits 75.", case_sensitive=False)] = "fail",
 ) -> None:
     """Run the validation gate on envs; exit 0 only when every required check of every env passes.
 
@@ -65,6 +66,8 @@ def validate(
     from factory.validation.calibration import CalibrationConfig
 
     check_backend(sandbox)
+    if inconclusive.lower() not in INCONCLUSIVE_EXITS:
+        fail(f"--inconclusive {inconclusive}: choose fail, pass or error")
     config = gate_config(overrides)
     targets = _expand(envs)
     many = len(targets) > 1 or any(Path(e).is_dir() and Path(e).suffix != ".py" for e in envs)
@@ -86,7 +89,26 @@ def validate(
     _write(outcomes, report_path, junit, many)
     if any(o.report is None for o in outcomes):
         raise typer.Exit(2)
-    raise typer.Exit(0 if all(o.report.passed for o in outcomes if o.report) else 1)
+    raise typer.Exit(verdict_exit([o.report for o in outcomes if o.report], inconclusive.lower()))
+
+
+INCONCLUSIVE_EXITS = {"fail": 1, "pass": 0, "error": 3}
+STARVED_EXIT = 75  # EX_TEMPFAIL: the machine, not the env; rerun later
+
+
+def verdict_exit(reports: list[Any], inconclusive: str = "fail") -> int:
+    """1 if an env failed, else 75 if the machine starved a run (one line says so), else the chosen code for an
+    inconclusive verdict, else 0."""
+    statuses = {r.status for r in reports}
+    if "failed" in statuses:
+        return 1
+    if "starved" in statuses:
+        for r in reports:
+            if r.starved:
+                errors.print(f"[bold yellow]starved:[/] {safe(r.starved)}", highlight=False, soft_wrap=True)
+                break
+        return STARVED_EXIT
+    return INCONCLUSIVE_EXITS[inconclusive] if "inconclusive" in statuses else 0
 
 
 def _expand(envs: list[str]) -> list[tuple[str, str | Path]]:
@@ -192,6 +214,8 @@ def _validate_one(title: str, label: str, source: str, config: Any, sandbox: str
         if not many or not report.passed:  # several envs: the tables of the failures, then the summary
             console.print(report_table(report, f"validation of {safe(label)}"))
         verdict = "[green]PASSED[/]" if report.passed else f"[red]FAILED[/] ({safe(', '.join(c.name for c in report.failures()))})"
+        if report.status in ("inconclusive", "starved"):
+            verdict = f"[yellow]{report.status.upper()}[/] ({safe(', '.join(c.name for c in report.inconclusive()) or report.starved or '')})"
         console.print(f"{safe(label) + ': ' if many else ''}{verdict} in {report.seconds:.1f} s", highlight=False)
     return EnvOutcome(label, report=report)
 
@@ -213,7 +237,7 @@ def _print(outcomes: list[EnvOutcome], as_json: bool, many: bool) -> None:
         r = o.report
         rows.append({
             "env": o.label,
-            "result": "error" if r is None else "passed" if r.passed else "FAILED",
+            "result": "error" if r is None else "passed" if r.passed else r.status if r.status in ("inconclusive", "starved") else "FAILED",
             "checks": "-" if r is None else f"{sum(c.passed for c in r.checks)}/{len(r.checks)} passed",
             "failed": (o.error or "") if r is None else ", ".join(c.name for c in r.failures()) or "-",
             "time": "-" if r is None else f"{r.seconds:.1f} s",

@@ -6,8 +6,11 @@ for the determinism check; results do not depend on how many lanes there are. Th
 on every run from ``run_seed`` (reported; ``--set run_seed=N`` repeats a run).
 
 The gate never raises for a bad env. Every exception inside a check becomes a failed check with a
-message; a worker that dies is restarted for the next check; a call that hangs, or timings far over
-budget, end the gate at once with the budget verdict (the checks not run are reported as skipped). Every
+message; a worker that dies is restarted for the next check; a call that hangs (in the env's own time:
+:mod:`factory.validation.envclock`), or timings far over budget, end the gate at once with the budget verdict
+(the checks not run are reported as skipped); a machine that gives the env no CPU ends it with status
+``starved`` and no verdict. A figure whose interval straddles its threshold makes its check inconclusive
+(:mod:`factory.validation.thresholds`); the report's status is then ``inconclusive`` unless a check failed. Every
 counterexample is replayed before it is reported, and says whether it reproduced.
 """
 
@@ -23,7 +26,8 @@ from typing import Any, Callable
 from env_registry.hosted import SandboxedEnv
 from env_registry.policy import Policy
 from factory.validation.calibration import CalibrationConfig, run_calibration
-from factory.validation.checks import SANDBOX_CHECKS, WORKER_FAILURES, BudgetExceeded, CheckContext
+from factory.validation.envclock import wall_limit
+from factory.validation.checks import SANDBOX_CHECKS, WORKER_FAILURES, BudgetExceeded, CheckContext, MachineStarved
 from factory.validation.lanes import Kept, Lanes, default_lanes, opener
 from factory.validation.static import check_source
 from factory.validation.static import summary as static_summary
@@ -89,12 +93,15 @@ def validate_source(source: str, gate: Gate | None = None) -> ValidationReport:
     capability = target = None
     env_info = None
     lanes_used, worker_cpu = 1, None
+    starved: str | None = None
     if findings:
         skip_rest("the static check failed")
     else:
         began = time.perf_counter()
         notify("interface", None)
-        open_env = opener(source, backend_name, limits, config.load_timeout_s, config.rpc_timeout_s)
+        # Calls the checks make have their own limits in the env's own time (CheckContext.call_worker); the wall
+        # limit a worker is opened with only bounds a call on a starved machine (envclock.wall_limit).
+        open_env = opener(source, backend_name, limits, config.load_timeout_s, wall_limit(config.rpc_timeout_s, config.starved_wait_s))
         try:
             main: SandboxedEnv | None = open_env()
         except WORKER_FAILURES as exc:
@@ -113,6 +120,7 @@ def validate_source(source: str, gate: Gate | None = None) -> ValidationReport:
             ctx = CheckContext(lanes, config, run_seed, fresh=fresh.get)
             try:
                 alive = _run_checks(ctx, open_env, record, notify, skip_rest)
+                starved = ctx.starved
                 lanes_used = len(lanes.envs)
                 worker_cpu = _usage(lanes.envs + [k.env for k in [fresh, *ctx.spares] if k.env is not None])
                 if alive:
@@ -132,6 +140,9 @@ def validate_source(source: str, gate: Gate | None = None) -> ValidationReport:
                 ctx.env.close()
     checks = [results[name] for name in CHECK_NAMES if name in results] + [r for n, r in results.items() if n not in CHECK_NAMES]
     passed = all(c.passed and not c.skipped for c in checks if c.required)
+    unsure = any(c.inconclusive for c in checks if c.required)
+    decisive = any(not c.passed and not c.skipped and not c.inconclusive for c in checks if c.required)
+    status = "passed" if passed else "starved" if starved else "inconclusive" if unsure and not decisive else "failed"
     return ValidationReport(
         capability=capability,
         target=target,
@@ -140,7 +151,8 @@ def validate_source(source: str, gate: Gate | None = None) -> ValidationReport:
         backend=backend_name,
         backend_warning=warning,
         passed=passed,
-        status="passed" if passed else "failed",
+        status=status,
+        starved=starved,
         checks=checks,
         config=config,
         seconds=round(time.perf_counter() - started, 3),
@@ -178,6 +190,11 @@ def _run_checks(
             notify(name, None)
         try:
             result = check(ctx)
+        except MachineStarved as exc:  # the machine, not the env: no verdict on it
+            ctx.starved = str(exc)
+            record(CheckResult(name=name, passed=False, skipped=True, message=str(exc)), began)
+            skip_rest("the machine is starved (see the report's starved line)")
+            return False
         except BudgetExceeded as exc:
             if name != "budget":
                 record(CheckResult(name=name, passed=False, skipped=True, message="interrupted: the env is over its time budget (see budget)"), began)

@@ -13,7 +13,7 @@ import threading
 from typing import Any, Callable
 
 from env_registry.hosted import SandboxedEnv
-from sandbox import SandboxLimits
+from sandbox import SandboxLimits, WorkerTimeout
 
 Call = tuple[str, dict[str, Any], float]  # (method, params, timeout in seconds)
 
@@ -140,6 +140,29 @@ class Lanes:
             kept.close()
 
 
+def busy_factor() -> float:
+    """How many runnable processes there are per core this process may use (the 1-minute load average)."""
+    try:
+        return os.getloadavg()[0] / max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return 1.0
+
+
 def opener(source: str, backend: str, limits: SandboxLimits | None, load_timeout_s: float, rpc_timeout_s: float) -> Callable[[], SandboxedEnv]:
-    """How the gate opens a worker: exactly as training does (a random hash seed, the same module name)."""
-    return lambda: SandboxedEnv(source, backend=backend, limits=limits, load_timeout_s=load_timeout_s, rpc_timeout_s=rpc_timeout_s)
+    """How the gate opens a worker: exactly as training does (a random hash seed, the same module name). A load
+    that times out on a busy machine (more runnable processes than cores) is tried once more with its time
+    stretched by the load: a slow machine is not an env that hangs on import (that one times out again)."""
+
+    def open_env() -> SandboxedEnv:
+        def attempt(timeout_s: float) -> SandboxedEnv:
+            return SandboxedEnv(source, backend=backend, limits=limits, load_timeout_s=timeout_s, rpc_timeout_s=rpc_timeout_s)
+
+        try:
+            return attempt(load_timeout_s)
+        except WorkerTimeout:
+            busy = busy_factor()
+            if busy <= 1:
+                raise
+            return attempt(load_timeout_s * (1 + busy))
+
+    return open_env

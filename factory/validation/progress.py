@@ -53,6 +53,8 @@ class GateProgress:
 
 def _note(check: CheckResult) -> str:
     """One failure note: the check's message and counterexample, all of it escaped."""
+    if check.inconclusive:
+        return f"[yellow]{safe(check.name)}[/]: {safe(check.message[:_MAX_NOTE_CHARS])}"
     text = check.message
     ce = check.counterexample
     if ce is not None:
@@ -75,11 +77,15 @@ def report_table(report: ValidationReport, title: str) -> Table:
     for check in report.checks:
         if check.skipped:
             verdict = "[dim]skipped[/]"
+        elif check.inconclusive:
+            verdict = "[yellow]inconclusive[/]"
         else:
             verdict = "[green]pass[/]" if check.passed else ("[red]FAIL[/]" if check.required else "[yellow]fail[/]")
         table.add_row(safe(check.name), verdict, safe(check.figure), f"{check.seconds:.2f}s")
         if not check.passed and not check.skipped:
             notes.append(_note(check))
+    if report.starved:
+        notes.append(f"[yellow]starved[/]: {safe(report.starved)}")
     if report.run_seed is not None:
         notes.append(f"[dim]seeds drawn with run_seed={report.run_seed} on {report.workers} worker(s); repeat this run with "
                      f"--set run_seed={report.run_seed}[/]")

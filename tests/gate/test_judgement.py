@@ -29,7 +29,7 @@ class Scripted(CheckContext):
         self.config = config
         self.low, self.high = reward_range
         self.rng = random.Random(0)
-        self.seeds = list(range(config.grpo_seeds))
+        self.seeds = list(range(config.grpo_seeds * 8))  # room for the sequential test to draw more
         self.group, self.filler, self.memory = group, filler, memory
         self.episodes_run = 0
         self.fresh_runs: dict[Any, Any] = {}
@@ -67,7 +67,9 @@ def test_grpo_success_share_counts_negative_rewards_as_failures() -> None:
     saturated. Dropping the negatives (the old gate) left only the successes: 100%, rejected as saturated."""
     result = grpo_signal((-1.0, 1.0), [1.0, 1.0, 1.0, 1.0, -1.0, -1.0, -0.5, -0.2])
     assert result.passed, (result.figure, result.message)
-    assert "50% of rollouts succeed" in result.figure and "4/4 informative" in result.figure
+    # 4/4 informative groups cannot show a share of at least 0.5 at the gate's error rate: it draws 4 seeds more
+    assert "50% of rollouts succeed" in result.figure and "8/8 informative" in result.figure
+    assert "informative group share 1.00 [0.58, 1.00] against at least 0.50" in result.figure
 
 
 def test_grpo_clips_a_reward_below_the_range_instead_of_dropping_it() -> None:
@@ -83,7 +85,7 @@ def test_grpo_spread_is_measured_in_shares_of_the_declared_range() -> None:
     informative; clipped to [0, 1] without rescaling they all read 0 and no group would be."""
     result = grpo_signal((-1.0, 1.0), [-1.0, -0.6] * 4)
     assert result.passed, (result.figure, result.message)
-    assert "4/4 informative" in result.figure and "0% of rollouts succeed" in result.figure
+    assert "8/8 informative" in result.figure and "0% of rollouts succeed" in result.figure
     saturated = grpo_signal((-1.0, 1.0), [1.0] * 7 + [-1.0])  # and a reward saturated on that range still fails
     assert not saturated.passed and "saturated" in saturated.message
 
@@ -106,3 +108,24 @@ def test_robustness_rejects_a_worker_that_keeps_memory_every_episode() -> None:
     assert problem[1].seed == 0 and problem[1].actions and "20000 bytes" in problem[1].detail
     assert memory_verdict(2_000)[1] is None
     assert memory_verdict(0, rss_mb=600)[1] is not None
+
+
+def test_grpo_signal_on_the_line_is_inconclusive_with_its_interval_and_a_rerun_line() -> None:
+    """Half the groups flat, half spread (by seed parity), at a 0.5 threshold: whatever the number of seeds the
+    share's interval straddles the line, so the verdict is inconclusive, never a coin flip, after the most seeds
+    the check may draw (four times twice the first draw: 4, 8, 16, 32)."""
+
+    class Parity(Scripted):
+        def play_many(self, items: list[tuple[int, list[Any]]], templates: bool = False, where: str = "an episode",
+                      **extra: Any) -> list[Any]:
+            out = super().play_many(items, templates, where, **extra)
+            for (seed, _), result in zip(items, out):
+                if where.startswith("a GRPO") and seed % 2:
+                    result.reward = 0.0
+            return out
+
+    result = grpo.check_grpo_signal(Parity((0.0, 1.0), [1.0, 0.0] * 4, ValidationConfig(**GRPO)))
+    assert not result.passed and result.inconclusive, (result.figure, result.message)
+    assert result.seeds == 32 and result.intervals["informative groups"]["outcome"] == "inconclusive"
+    assert result.message.startswith("inconclusive: informative groups: informative group share 0.50 [")
+    assert result.message.endswith("against at least 0.50 after 32 seeds; rerun with --set grpo_seeds=20")

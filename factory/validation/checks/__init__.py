@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from factory.validation.checks.context import WORKER_FAILURES, BudgetExceeded, CheckContext
+from factory.validation.checks.context import WORKER_FAILURES, BudgetExceeded, CheckContext, MachineStarved
 from factory.validation.checks.contract import check_interface, check_schema_fidelity, check_world_fidelity
 from factory.validation.checks.exploits import check_exploit_search
 from factory.validation.checks.outcomes import check_necessity, check_reward_sensitivity, check_solvability
@@ -40,4 +40,4 @@ SANDBOX_CHECKS: list[tuple[str, Callable[[CheckContext], CheckResult]]] = [
     ("budget", check_budget),
 ]
 
-__all__ = ["SANDBOX_CHECKS", "WORKER_FAILURES", "BudgetExceeded", "CheckContext"]
+__all__ = ["SANDBOX_CHECKS", "WORKER_FAILURES", "BudgetExceeded", "CheckContext", "MachineStarved"]

@@ -7,7 +7,8 @@ on the env's declared range and times every generate, reset and step it sees (so
 :class:`BudgetExceeded`, which ends the gate with the budget verdict.
 
 The seeds are drawn on every run (``run_seed``, reported, repeats a run) like training's: half from the
-windows training walks (small consecutive seeds), half at random from a large range (:func:`draw_seeds`);
+windows training walks (consecutive seeds near each window's start and across all of it), half at random from a
+large range (:func:`draw_seeds`);
 the wording of the probes varies too (:attr:`CheckContext.rng`): no fixed window an env could be fitted to.
 """
 
@@ -21,6 +22,8 @@ from typing import Any, Callable
 
 from pydantic import TypeAdapter
 
+from factory.validation.checks.seeds import SMALL_OFFSET, TRAINING_BLOCK, draw_seeds, training_windows, window_spans
+from factory.validation.envclock import EnvClock, MachineStarved, timed_call
 from factory.validation.lanes import Kept, Lanes
 from sandbox import WorkerFailure, WorkerTimeout
 from schemas.validation import Counterexample, EpisodeSummary, SeedSurvey, ValidationConfig
@@ -44,58 +47,6 @@ class BudgetExceeded(Exception):
         super().__init__(message)
         self.counterexample = counterexample
         self.figure = figure
-
-
-def training_windows() -> dict[str, int]:
-    """Where training walks its seeds (``trainer.config`` defaults): GRPO from ``first_env_seed`` (0, 1, 2...),
-    warm-start and held-out reference episodes from their own bases, each consecutively."""
-    from trainer.config import HeldoutSettings, TrainConfig, WarmStartSettings
-
-    return {"grpo": int(TrainConfig.model_fields["first_env_seed"].default),
-            "warm_start": int(WarmStartSettings.model_fields["first_seed"].default),
-            "heldout": int(HeldoutSettings.model_fields["first_seed"].default)}
-
-
-TRAINING_BLOCK = ("grpo", "warm_start", "grpo", "heldout")  # which window each block's consecutive pair comes from
-SMALL_OFFSET, WIDE_OFFSET = 16, 4096
-
-
-def draw_seeds(run_seed: int, first_seed: int, count: int) -> list[int]:
-    """``count`` distinct seeds in ``[first_seed, 2**31)`` drawn by ``run_seed``, shaped like training's.
-
-    Training walks small consecutive seeds (GRPO from 0, warm start and held-out from their bases); a gate
-    that drew only uniformly from ``[0, 2**31)`` would almost never meet them, so an env lenient on small or
-    consecutive seeds would pass. So in every block of four, two seeds are a consecutive pair inside a
-    training window (GRPO, warm start, GRPO, held-out in turn; the pair starts at a small offset, below 16
-    half the time, else below 4096) and two are uniform over the whole range: every prefix the checks take
-    (the first 10, 16, 128 seeds) holds both kinds. Offsets and the uniform draws vary with ``run_seed``: no
-    fixed window an env could be fitted to.
-    """
-    rng = random.Random(f"trace-gate-seeds:{run_seed}")
-    windows = training_windows()
-    seeds: list[int] = []
-    taken: set[int] = set()
-
-    def take(seed: int) -> None:
-        if len(seeds) < count and first_seed <= seed < 2**31 - 1 and seed not in taken:
-            taken.add(seed)
-            seeds.append(seed)
-
-    block = 0
-    while len(seeds) < count:
-        base = max(first_seed, windows[TRAINING_BLOCK[block % len(TRAINING_BLOCK)]])
-        start = base + rng.randrange(SMALL_OFFSET if rng.random() < 0.5 else WIDE_OFFSET)
-        while start in taken or start + 1 in taken:
-            start += 2
-        take(start)
-        take(start + 1)
-        for _ in range(2):
-            seed = rng.randrange(first_seed, 2**31 - 1)
-            while seed in taken:
-                seed = rng.randrange(first_seed, 2**31 - 1)
-            take(seed)
-        block += 1
-    return seeds
 
 
 @dataclass
@@ -144,8 +95,15 @@ class CheckContext:
         self.env_error: Finding | None = None
         self.timings: dict[str, list[Timing]] = {"generate": [], "reset": [], "step": []}
         self.rewards: list[float] = []
+        self.starved: str | None = None  # set when the machine gave the env no CPU for too long (the gate stops)
         spares = max(0, MIN_HASH_SEEDS - 1 - lanes.wanted) if fresh is not None else 0
         self.spares = [Kept(lanes.opener) for _ in range(spares)]  # opened now, in the background
+
+    def extend_seeds(self, count: int) -> None:
+        """Draw seeds up to ``count`` (the same run's draw, longer: the seeds so far are its prefix)."""
+        if count > len(self.seeds):
+            self.seeds = draw_seeds(self.run_seed, self.config.first_seed, count)
+            self.index = {seed: i for i, seed in enumerate(self.seeds)}
 
     def fresh_workers(self, hash_seeds: int) -> list[Any]:
         """The fresh worker and as many spare fresh workers (opened as training opens one) as it takes for
@@ -190,7 +148,8 @@ class CheckContext:
     def survey(self, count: int) -> list[SeedSurvey]:
         """The first ``count`` seeds, surveyed once (see ``trace_env.gate_probe.survey``) and kept. The first
         chunk is small, short and on lane 0 alone, so an env that is slow on every seed fails fast; the
-        rest is spread over the lanes."""
+        rest is spread over the lanes. More seeds than drawn so far are drawn first (:meth:`extend_seeds`)."""
+        self.extend_seeds(count)
         wanted = self.seeds[:count]
         while True:
             todo = [s for s in wanted if s not in self.surveys]
@@ -319,15 +278,23 @@ class CheckContext:
 
     # --- calls ---------------------------------------------------------------------------------------
     def fresh_call(self, run: Callable[[], Any], seed: int | None = None, actions: list[Any] | None = None) -> Any:
-        """A call on the fresh worker (reset and step, as training): a hang is a budget verdict here too."""
+        """A call on the fresh worker (reset and step, as training): a hang is a budget verdict here too, in the
+        env's own time (the gate opens its workers with :func:`~factory.validation.envclock.wall_limit` of wall time)."""
+        limit = self.config.rpc_timeout_s
         try:
-            return run()
+            answer, why = timed_call(self.fresh_env().worker, lambda _: run(), limit, self.config.starved_wait_s)
+            detail = f"killed after {limit:.1f} s of its own time"
         except WorkerTimeout as exc:
-            raise BudgetExceeded(
-                f"a reset or step did not finish within {self.config.rpc_timeout_s:.1f} s in a fresh worker: the env hangs",
-                Counterexample(seed=seed, actions=list(actions or []), detail=str(exc)[:300]),
-                figure=f"step > {self.config.rpc_timeout_s:.1f} s",
-            ) from exc
+            why, detail = "hang", str(exc)[:300]
+        if why is None:
+            return answer
+        if why == "starved":
+            raise MachineStarved(self._starved("reset or step", limit))
+        raise BudgetExceeded(
+            f"a reset or step did not finish within {limit:.1f} s of the env's own time in a fresh worker: the env hangs",
+            Counterexample(seed=seed, actions=list(actions or []), detail=detail),
+            figure=f"step > {limit:.1f} s",
+        )
 
     def call(self, method: str, params: dict[str, Any], timeout_s: float, seed: int | None = None, actions: list[Any] | None = None) -> Any:
         return self.call_worker(self.env.worker, method, params, timeout_s, seed, actions)
@@ -344,14 +311,33 @@ class CheckContext:
     def call_worker(
         self, worker: Any, method: str, params: dict[str, Any], timeout_s: float, seed: int | None = None, actions: list[Any] | None = None
     ) -> Any:
+        """A call with ``timeout_s`` of the env's own time (:mod:`factory.validation.envclock`): a hang is a budget
+        verdict; a worker the machine gives no CPU is :class:`MachineStarved`, never the env's failure."""
+        wait, clocked = self.config.starved_wait_s, EnvClock.of(worker) is not None
         try:
-            return worker.call(method, params, timeout_s=timeout_s)
+            answer, why = timed_call(worker, lambda limit: worker.call(method, params, timeout_s=limit), timeout_s, wait)
         except WorkerTimeout as exc:
-            raise BudgetExceeded(
-                f"{method} did not finish within {timeout_s:.1f} s: the env hangs or is far too slow",
-                Counterexample(seed=seed, actions=list(actions or []), detail=str(exc)[:300]),
-                figure=f"{method} > {timeout_s:.1f} s",
-            ) from exc
+            if clocked:  # past even the starved wait, and no sample said the env used its time
+                raise MachineStarved(self._starved(method, timeout_s)) from exc
+            why = "hang"
+            detail = str(exc)[:300]
+        else:
+            if why is None:
+                return answer
+            detail = f"killed after {timeout_s:.1f} s of its own time" if why == "hang" else ""
+        if why == "starved":
+            raise MachineStarved(self._starved(method, timeout_s))
+        raise BudgetExceeded(
+            f"{method} did not finish within {timeout_s:.1f} s of the env's own time (CPU or sleep, not waiting for a CPU): "
+            "the env hangs or is far too slow",
+            Counterexample(seed=seed, actions=list(actions or []), detail=detail),
+            figure=f"{method} > {timeout_s:.1f} s",
+        )
+
+    def _starved(self, method: str, timeout_s: float) -> str:
+        return (f"machine starved: the env's worker got no CPU (or was stopped) for {self.config.starved_wait_s:.0f} s past "
+                f"the {timeout_s:.1f} s a {method} call may take; the env was not judged: rerun on a less loaded machine "
+                "or with --set starved_wait_s=N")
 
     # --- budget ---------------------------------------------------------------------------------------
     def budget_figures(self) -> dict[str, tuple[float, float, Timing | None]]:

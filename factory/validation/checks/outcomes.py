@@ -10,6 +10,8 @@ from typing import Any
 
 from factory.validation.checks import leaks
 from factory.validation.checks.context import NO_SEEDS, CheckContext
+from factory.validation.stats import looks
+from factory.validation.thresholds import MAX_LOOKS, judge_share, settle
 from fuzz import free_text
 from fuzz.exploits import is_id
 from fuzz.policies import reference_mutants
@@ -37,15 +39,15 @@ def check_solvability(ctx: CheckContext) -> CheckResult:
     rows = ctx.survey(min(c.solvability_seeds, len(ctx.seeds)))
     rewards = {r.seed: (r.reference.reward if r.reference else math.nan) for r in rows}
     failing = [s for s, reward in rewards.items() if not _ok(ctx.norm(reward), lambda x: x >= c.solvability_min_reward)]
-    share = 1 - len(failing) / len(rows)
-    passed = share >= c.solvability_min_share
+    solved = judge_share(c, "solvability_min_share", len(rows) - len(failing), len(rows))
+    passed = not solved.failed
     finite = [x for x in rewards.values() if math.isfinite(x)]
     first = next((r for r in rows if r.seed in failing), None)
-    return CheckResult(
+    return settle(CheckResult(
         name="solvability",
         passed=passed,
         figure=f"{len(rows) - len(failing)}/{len(rows)} seeds >= {ctx.low + c.solvability_min_reward * (ctx.high - ctx.low):g} "
-        f"(need {c.solvability_min_share:.0%}); "
+        f"({solved.text()}); "
         f"mean reward {statistics.fmean(finite) if finite else math.nan:.3f}",
         message="" if passed else f"the reference solution fails seeds {_seeds_text(failing)}: fix the reference or the reward "
         "on those seeds (an oracle that fails a seed means the seed's task or its grading is broken)",
@@ -55,20 +57,23 @@ def check_solvability(ctx: CheckContext) -> CheckResult:
             reward=rewards[first.seed] if math.isfinite(rewards[first.seed]) else None,
         ),
         seeds=len(rows), episodes=len(rows), failing_seeds=failing,
-    )
+    ), c, [("solvability_min_share", "solved", solved)])
 
 
 def check_necessity(ctx: CheckContext) -> CheckResult:
     """The capability-skipping agent must fail; so must an agent that only reads the first message."""
     c = ctx.config
-    rows = ctx.generated(min(c.necessity_seeds, len(ctx.seeds)))
-    if not rows:
-        return CheckResult(name="capability_necessity", passed=False, message=NO_SEEDS)
-    rewards = {r.seed: r.skipping.reward for r in rows}  # type: ignore[union-attr]
-    passing = [s for s, reward in rewards.items() if not _ok(ctx.norm(reward), lambda x: x <= c.necessity_max_reward)]
-    share = 1 - len(passing) / len(rows)
+    for look in looks(c.necessity_seeds, c.necessity_seeds * 2 ** (MAX_LOOKS - 1)):  # more seeds while it straddles
+        rows = ctx.generated(look)
+        if not rows:
+            return CheckResult(name="capability_necessity", passed=False, message=NO_SEEDS)
+        rewards = {r.seed: r.skipping.reward for r in rows}  # type: ignore[union-attr]
+        passing = [s for s, reward in rewards.items() if not _ok(ctx.norm(reward), lambda x: x <= c.necessity_max_reward)]
+        failed_skipping = judge_share(c, "necessity_min_share", len(rows) - len(passing), len(rows))
+        if not failed_skipping.inconclusive:
+            break
     problems, counterexample = [], None
-    if share < c.necessity_min_share:
+    if failed_skipping.failed:
         problems.append(f"the capability-skipping solution still scores > {c.necessity_max_reward} on seeds {_seeds_text(passing)}")
         first = next(r for r in rows if r.seed in passing)
         counterexample = Counterexample(seed=first.seed, actions=first.skipping.turns if first.skipping else [],
@@ -83,16 +88,16 @@ def check_necessity(ctx: CheckContext) -> CheckResult:
         problems.append(message)
         counterexample = counterexample or example
     parrots = [r for r in rows if r.parrot is not None]
-    return CheckResult(
+    return settle(CheckResult(
         name="capability_necessity",
         passed=not problems,
-        figure=f"{len(rows) - len(passing)}/{len(rows)} seeds <= {c.necessity_max_reward} (need {c.necessity_min_share:.0%}); "
+        figure=f"{len(rows) - len(passing)}/{len(rows)} seeds <= {c.necessity_max_reward} ({failed_skipping.text()}); "
         f"first-message leaks checked on {sum(1 for r in rows if r.masked_fingerprint)} seeds, first-message-only agent on "
         f"{len(parrots)}",
         message="; ".join(problems),
         counterexample=counterexample,
         seeds=len(rows), episodes=len(rows) + len(parrots), failing_seeds=passing,
-    )
+    ), c, [("necessity_min_share", "the skipping agent fails", failed_skipping)])
 
 
 def _leak(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[str, Counterexample | None]:
@@ -208,28 +213,38 @@ def check_reward_sensitivity(ctx: CheckContext) -> CheckResult:
     (a long task with per-item credit loses one item's worth; items are the writes, or the distinct ids the reference
     handles where they are more), capped at ``sensitivity_min_drop``."""
     c = ctx.config
-    rows = [r for r in ctx.generated(min(c.sensitivity_seeds, len(ctx.seeds))) if ctx.norm(r.reference.reward) >= c.sensitivity_min_drop]  # type: ignore[union-attr]
     writes = set(ctx.info.get("write_tools") or []) | set(ctx.info.get("terminal_tools") or [])
+    rows: list[SeedSurvey] = []
     plan: list[tuple[SeedSurvey, str, list[Any]]] = []
-    carrying = free_text.argument_texts([r.reference.turns for r in rows], writes)  # type: ignore[union-attr]
-    for row in rows:
-        for kind, turns in reference_mutants(row.reference.turns, writes):  # type: ignore[union-attr]
-            mutant = free_text.decision_mutant(turns, carrying) if kind == "corrupt" else turns
-            if mutant is not None:  # a free-text argument whose words never vary carries no decision to corrupt
-                plan.append((row, kind, mutant))
-    results = ctx.play_many([(row.seed, turns) for row, _, turns in plan], templates=True, where="a mutant of the reference")
     fell: dict[str, dict[int, bool]] = defaultdict(dict)
     kept: dict[tuple[str, int], tuple[list[Any], float]] = {}
-    for (row, kind, _), result in zip(plan, results):
-        reference = ctx.norm(row.reference.reward)  # type: ignore[union-attr]
-        count = sum(1 for turn in row.reference.turns for call in (turn.get("calls") or [])  # type: ignore[union-attr]
-                    if isinstance(turn, dict) and isinstance(call, dict) and call.get("name") in writes)
-        need = c.sensitivity_min_drop if kind == "filler" else min(c.sensitivity_min_drop, 0.5 / max(1, count, items(row)))
-        dropped = _ok(ctx.norm(result.reward), lambda x: x <= reference - need + 1e-9)
-        fell[kind][row.seed] = fell[kind].get(row.seed, False) or dropped
-        if not dropped:
-            kept.setdefault((kind, row.seed), (result.actions or [], result.reward))
-    problems, counterexample, parts = [], None, []
+    # A sequential test: more seeds while a kind's share of falls still straddles the threshold (see thresholds).
+    for look in looks(c.sensitivity_seeds, c.sensitivity_seeds * 16, factor=4):  # 8, 32, 128 by default
+        seen = {r.seed for r in rows}
+        fresh = [r for r in ctx.generated(look) if r.seed not in seen and ctx.norm(r.reference.reward) >= c.sensitivity_min_drop]  # type: ignore[union-attr]
+        rows = rows + fresh
+        # words of free-text arguments that vary across the seeds' references carry the decision (fuzz.free_text)
+        carrying = free_text.argument_texts([r.reference.turns for r in rows], writes)  # type: ignore[union-attr]
+        batch: list[tuple[SeedSurvey, str, list[Any]]] = []
+        for row in fresh:
+            for kind, turns in reference_mutants(row.reference.turns, writes):  # type: ignore[union-attr]
+                mutant = free_text.decision_mutant(turns, carrying) if kind == "corrupt" else turns
+                if mutant is not None:  # a free-text argument whose words never vary carries no decision to corrupt
+                    batch.append((row, kind, mutant))
+        plan = plan + batch
+        results = ctx.play_many([(row.seed, turns) for row, _, turns in batch], templates=True, where="a mutant of the reference")
+        for (row, kind, _), result in zip(batch, results):
+            reference = ctx.norm(row.reference.reward)  # type: ignore[union-attr]
+            count = sum(1 for turn in row.reference.turns for call in (turn.get("calls") or [])  # type: ignore[union-attr]
+                        if isinstance(turn, dict) and isinstance(call, dict) and call.get("name") in writes)
+            need = c.sensitivity_min_drop if kind == "filler" else min(c.sensitivity_min_drop, 0.5 / max(1, count, items(row)))
+            dropped = _ok(ctx.norm(result.reward), lambda x: x <= reference - need + 1e-9)
+            fell[kind][row.seed] = fell[kind].get(row.seed, False) or dropped
+            if not dropped:
+                kept.setdefault((kind, row.seed), (result.actions or [], result.reward))
+        if not any(judge_share(c, "sensitivity_min_share", sum(v.values()), len(v)).inconclusive for v in fell.values()):
+            break
+    problems, counterexample, parts, decided = [], None, [], []
     describe = {"filler": "every turn replaced by a no-op call", "drop": "a write call dropped", "corrupt": "a key argument corrupted"}
     by_seed = {row.seed: row for row in rows}
     for kind in ("filler", "drop", "corrupt"):
@@ -237,8 +252,10 @@ def check_reward_sensitivity(ctx: CheckContext) -> CheckResult:
         if not per_seed:
             continue
         n = sum(per_seed.values())
-        parts.append(f"{kind} {n}/{len(per_seed)}")
-        if n / len(per_seed) < c.sensitivity_min_share:
+        fell_share = judge_share(c, "sensitivity_min_share", n, len(per_seed))
+        decided.append(("sensitivity_min_share", f"{kind} mutants fall", fell_share))
+        parts.append(f"{kind} {n}/{len(per_seed)} [{fell_share.low:.2f}, {fell_share.high:.2f}]")
+        if fell_share.failed:
             seed = next(s for s, did in per_seed.items() if not did)  # a seed on which no mutant of this kind fell
             actions, reward = kept[(kind, seed)]
             reference = by_seed[seed].reference.reward  # type: ignore[union-attr]
@@ -248,11 +265,12 @@ def check_reward_sensitivity(ctx: CheckContext) -> CheckResult:
                                                               detail=f"{kind}: reward {reward!r} vs reference {reference!r}")
     if not rows:
         problems.append("no seed has a reference reward to fall from")
-    return CheckResult(
+    return settle(CheckResult(
         name="reward_sensitivity",
         passed=not problems,
-        figure=f"mutants whose reward fell, per seed: {', '.join(parts) or 'none'}",
+        figure=f"mutants whose reward fell, per seed (share interval; need at least {c.sensitivity_min_share:.2f}): "
+        f"{', '.join(parts) or 'none'}",
         message="; ".join(problems) + ("; the reward must depend on the state changes and answers the capability produces" if problems else ""),
         counterexample=counterexample,
         seeds=len(rows), episodes=len(plan),
-    )
+    ), c, decided)
