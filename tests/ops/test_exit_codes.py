@@ -276,6 +276,18 @@ def _sandbox() -> Walk:
     }
 
 
+def _serve() -> Walk:
+    return {
+        ("serve", "ok"): "a server runs until it is stopped; its sessions are driven by OpenEnv's own client in .venv-openenv, where "
+                         "openenv-core is installed (tests/integrations/test_openenv.py)",
+        ("serve", "failed"): "a session whose env fails ends that session with the env's error, never the server; nothing the "
+                             "command does after its checks can fail the run as a whole",
+        ("serve", "bad input"): lambda s: (run(s, "serve", "no_such_env"), BAD_INPUT),  # openenv missing here, or no such env: one line
+        ("serve", "stopped"): "uvicorn's own shutdown on SIGINT/SIGTERM; it holds no state to keep (each session's sandbox is closed "
+                              "with it), tested where openenv-core is installed",
+    }
+
+
 def _reap_failed(s: Scene) -> tuple[Ran, int]:
     """A dead sandbox's work dir holding a file the reaper cannot delete: named, and exit 1 (tests/ops/test_reap.py)."""
     from tests.ops.test_reap import make_leftovers
@@ -308,7 +320,7 @@ def _image_present(s: Scene) -> tuple[Ran, int]:
 
 
 WALK: Walk = {**_rollout(), **_analyze(), **_gate("build"), **_gate("validate"), **_envs(), **_train(), **_route(), **_eval(), **_run(),
-              **_sandbox()}  # fmt: skip
+              **_sandbox(), **_serve()}  # fmt: skip
 CASES = [(name, kind) for name in (" ".join(p) for p in ALL) for kind in CLASSES]
 
 
