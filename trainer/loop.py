@@ -118,7 +118,8 @@ class GRPORun:
         self.engine = self._engine()
         from trainer.engines import TransformersEngine
 
-        self.eval_engine = TransformersEngine(self.policy, self.chat, c.heldout.temperature, c.rollout.max_new_tokens)
+        self.eval_engine = TransformersEngine(self.policy, self.chat, c.heldout.temperature, c.rollout.max_new_tokens,
+                                              merge_adapter=self._merge_adapter())
         self.pool = EnvPool(self.env_id, sandbox=c.sandbox, workers=c.rollout.env_workers, max_steps=c.rollout.max_steps)
         self.seeds: dict[str, list[int]] = {}  # each window's seeds, chosen once (trainer.seeds)
         self.order = torch.Generator().manual_seed(c.seed)
@@ -146,7 +147,12 @@ class GRPORun:
             return VLLMEngine(self.config, self.chat, self.out / "vllm-adapters")
         from trainer.engines import TransformersEngine
 
-        return TransformersEngine(self.policy, self.chat, r.temperature, r.max_new_tokens)
+        return TransformersEngine(self.policy, self.chat, r.temperature, r.max_new_tokens, merge_adapter=self._merge_adapter())
+
+    def _merge_adapter(self) -> bool:
+        """``rollout.merge_adapter``, or by default whether the weights are float32 (trainer.engines.merged_adapter)."""
+        chosen = self.config.rollout.merge_adapter
+        return chosen if chosen is not None else next(self.policy.parameters()).dtype == torch.float32
 
     def window(self, name: str, count: int) -> list[int]:
         """A seed window (``trainer.seeds``), chosen once per run: by variant it costs one generate per candidate."""
