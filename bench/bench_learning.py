@@ -125,7 +125,7 @@ def main() -> None:
         f"grpo.group_size={preset['group_size']}", f"grpo.lr={preset['lr']}", "grpo.micro_batch_size=4",
         f"lora.rank={preset['lora_rank']}", f"lora.alpha={preset['lora_rank']}", f"rollout.temperature={preset['temperature']}",
         f"rollout.max_new_tokens={preset['max_new_tokens']}", "rollout.max_seq_len=4096", "rollout.compact_tools=true",
-        f"warm_start.steps={preset['warm_steps']}", f"warm_start.lr={preset['warm_lr']}", f"warm_start.batch_size={preset['warm_batch']}",
+        "rollout.merge_adapter=true", f"warm_start.steps={preset['warm_steps']}", f"warm_start.lr={preset['warm_lr']}", f"warm_start.batch_size={preset['warm_batch']}",
         f"warm_start.seeds={preset['warm_seeds']}", f"warm_start.reference_share={preset['reference_share']}",
         f"heldout.seeds={preset['heldout']}", f"heldout.every={preset['every']}", "save_every=1000",
         f"variants={json.dumps([v for v in preset['variants'].split(',') if v])}",

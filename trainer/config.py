@@ -92,10 +92,11 @@ class RolloutSettings(_Section):
                                                                 "(gym.make(id, max_steps=N)); default: the env's own limit")
     success_reward: float = Field(0.99, description="a rollout at or above this reward counts as a success")
     env_workers: int | None = Field(None, ge=1, description="threads stepping the sandboxed envs (default: one per episode)")
-    merge_adapter: bool | None = Field(
-        None, description="transformers engine: generate with the LoRA update folded into the base weights, restored exactly "
-                          "after (trainer.engines.merged_adapter; one matmul per layer per token instead of three); default: "
-                          "when the weights are float32 (in bf16 the folded sum would round)")
+    merge_adapter: bool = Field(
+        False, description="transformers engine: generate with the LoRA update folded into the base weights, restored exactly "
+                           "after (trainer.engines.merged_adapter; one matmul per layer per token instead of three); the "
+                           "samples then differ from the side path's by float rounding, so it is off unless asked (bench_learning "
+                           "turns it on); in bf16 the folded sum rounds to bf16")
     vllm_gpu_memory_utilization: float = Field(0.4, gt=0, le=1)
     hint: HintSettings = Field(default_factory=HintSettings)
 

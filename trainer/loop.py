@@ -150,9 +150,8 @@ class GRPORun:
         return TransformersEngine(self.policy, self.chat, r.temperature, r.max_new_tokens, merge_adapter=self._merge_adapter())
 
     def _merge_adapter(self) -> bool:
-        """``rollout.merge_adapter``, or by default whether the weights are float32 (trainer.engines.merged_adapter)."""
-        chosen = self.config.rollout.merge_adapter
-        return chosen if chosen is not None else next(self.policy.parameters()).dtype == torch.float32
+        """``rollout.merge_adapter`` (trainer.engines.merged_adapter): generate with the adapter folded in."""
+        return self.config.rollout.merge_adapter
 
     def window(self, name: str, count: int) -> list[int]:
         """A seed window (``trainer.seeds``), chosen once per run: by variant it costs one generate per candidate."""
