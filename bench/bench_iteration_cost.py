@@ -35,9 +35,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
+CPU: list[float] = []
+"""CPU seconds of this process for the last timed() call: on a shared machine less disturbed by other load than wall time."""
+
+
 def timed(fn):  # noqa: ANN001, ANN201
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     value = fn()
+    CPU[:] = [time.process_time() - cpu]
     return time.perf_counter() - started, value
 
 
@@ -50,7 +55,8 @@ def main() -> None:
     parser.add_argument("--capability", default="permission_error_recovery")
     parser.add_argument("--repeats", type=int, default=2, help="old/new pairs of each measurement (interleaved)")
     parser.add_argument("--warm-steps", type=int, default=None, help="supervised warm-start steps before measuring (default: the preset's)")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: a second thread spin-waits on a busy machine)")
+    parser.add_argument("--warmup", type=int, default=1, help="old/new pairs run first and not counted (first-call costs)")
     parser.add_argument("--out", type=Path, default=REPO / "bench-out" / "iteration-cost")
     args = parser.parse_args()
 
@@ -94,15 +100,18 @@ def main() -> None:
                    "new": TransformersEngine(run.policy, run.chat, c.rollout.temperature, c.rollout.max_new_tokens, merge_adapter=True)}
         generation: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
         kept = None
-        for repeat in range(args.repeats):
+        for repeat in range(args.warmup + args.repeats):
             for name in ("old", "new"):
                 torch.manual_seed(repeat)
                 with mode(run.policy, False):
                     wall, (rollouts, stats) = timed(lambda: collect_groups(engines[name], run.chat, run.pool, seeds, c.grpo.group_size, c.rollout))
-                generation[name].append({"wall": wall, "generation": stats.generation_seconds, "env": stats.env_seconds,
-                                         "tokens": stats.generated_tokens, "s_per_token": stats.generation_seconds / max(1, stats.generated_tokens)})
-                print(f"  rollouts ({name}): {wall:.1f} s, generation {stats.generation_seconds:.1f} s for {stats.generated_tokens} tokens, "
-                      f"env {stats.env_seconds:.1f} s", flush=True)
+                row = {"wall": wall, "cpu": CPU[0], "generation": stats.generation_seconds, "env": stats.env_seconds,
+                       "tokens": stats.generated_tokens, "s_per_token": stats.generation_seconds / max(1, stats.generated_tokens),
+                       "cpu_per_token": CPU[0] / max(1, stats.generated_tokens)}
+                if repeat >= args.warmup:
+                    generation[name].append(row)
+                print(f"  rollouts ({name}{', warm-up' if repeat < args.warmup else ''}): {wall:.1f} s ({CPU[0]:.1f} s CPU), generation "
+                      f"{stats.generation_seconds:.1f} s for {stats.generated_tokens} tokens, env {stats.env_seconds:.1f} s", flush=True)
                 kept = kept or rollouts
         assert kept is not None
         items, _, _ = build_items(kept, c.grpo)
@@ -127,15 +136,22 @@ def main() -> None:
 
         arms = {"old": (False, True), "new": (True, True), "new, no checkpointing": (True, False)}
         updates: dict[str, list[float]] = {name: [] for name in arms}
-        for repeat in range(args.repeats):
+        update_cpu: dict[str, list[float]] = {name: [] for name in arms}
+        for repeat in range(args.warmup + args.repeats):
             for name, (share, checkpointing) in arms.items():
-                updates[name].append(update(share, checkpointing))
-                print(f"  update ({name}): {updates[name][-1]:.1f} s on {len(items)} trajectories", flush=True)
+                seconds = update(share, checkpointing)
+                if repeat >= args.warmup:
+                    updates[name].append(seconds)
+                    update_cpu[name].append(CPU[0])
+                print(f"  update ({name}{', warm-up' if repeat < args.warmup else ''}): {seconds:.1f} s ({CPU[0]:.1f} s CPU) "
+                      f"on {len(items)} trajectories", flush=True)
         med = statistics.median
         env_s = med([g["env"] for arm in generation.values() for g in arm])
         tokens = med([g["tokens"] for g in generation["old"]])
         gen = {name: med([g["s_per_token"] for g in generation[name]]) * tokens for name in generation}
         iteration = {name: gen[name] + env_s + med(updates[name]) for name in ("old", "new")}
+        gen_cpu = {name: med([g["cpu_per_token"] for g in generation[name]]) * tokens for name in generation}
+        iteration_cpu = {name: gen_cpu[name] + med(update_cpu[name]) for name in ("old", "new")}
         figures = {
             "model": args.model, "env_id": env_id, "rollouts": f"{c.grpo.groups}x{c.grpo.group_size}", "repeats": args.repeats,
             "tokens_per_iteration": tokens, "generation_s": gen, "env_s": env_s,
@@ -144,7 +160,10 @@ def main() -> None:
             "iteration_ratio": iteration["old"] / iteration["new"],
             "generation_ratio": gen["old"] / gen["new"], "update_ratio": med(updates["old"]) / med(updates["new"]),
             "trajectories": len(items), "trained_tokens": sum(sum(i.mask) for i in items),
-            "raw": {"generation": generation, "updates": updates},
+            "cpu": {"generation_s": gen_cpu, "update_s": {n: med(v) for n, v in update_cpu.items()}, "iteration_s": iteration_cpu,
+                    "iteration_ratio": iteration_cpu["old"] / iteration_cpu["new"], "generation_ratio": gen_cpu["old"] / gen_cpu["new"],
+                    "update_ratio": med(update_cpu["old"]) / med(update_cpu["new"])},
+            "raw": {"generation": generation, "updates": updates, "update_cpu": update_cpu},
         }
         out.mkdir(parents=True, exist_ok=True)
         (out / "cost.json").write_text(json.dumps(figures, indent=2) + "\n")
@@ -153,7 +172,11 @@ def main() -> None:
         print(f"  update      old {figures['update_s']['old']:.1f} s  new {figures['update_s']['new']:.1f} s  ratio "
               f"{figures['update_ratio']:.2f}x (shared prefix under checkpointing); without checkpointing {figures['update_s']['new, no checkpointing']:.1f} s")
         print(f"  env         {env_s:.1f} s (both)")
-        print(f"  iteration   old {iteration['old']:.1f} s  new {iteration['new']:.1f} s  ratio {figures['iteration_ratio']:.2f}x")
+        print(f"  iteration   old {iteration['old']:.1f} s  new {iteration['new']:.1f} s  ratio {figures['iteration_ratio']:.2f}x (wall)")
+        cpu = figures["cpu"]
+        print(f"  CPU seconds (this process): generation {cpu['generation_ratio']:.2f}x, update {cpu['update_ratio']:.2f}x, "
+              f"iteration (generation + update) old {iteration_cpu['old']:.1f} s  new {iteration_cpu['new']:.1f} s  "
+              f"ratio {cpu['iteration_ratio']:.2f}x")
         run.close()
     finally:
         shutil.rmtree(registry, ignore_errors=True)
