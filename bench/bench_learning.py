@@ -47,6 +47,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.learning_protocol import add_protocol_args, register_same_target, run_protocol, show_row  # noqa: E402
+
 PRESETS = {
     # tiny: rank 128 on the 256-dim base (at rank 16, 300 warm-start steps left the loss at 0.6-1.1 per token)
     "tiny": {"iterations": 16, "groups": 4, "group_size": 8, "lr": 3e-4, "warm_steps": 400, "warm_lr": 3e-3, "warm_batch": 8,
@@ -99,6 +101,7 @@ def main() -> None:
                         help="any other training setting, as `factory train --set` (e.g. rollout.temperature=0.6); repeatable")
     for key, value in PRESETS["tiny"].items():
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None)
+    add_protocol_args(parser)
     args = parser.parse_args()
     preset = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in PRESETS[args.model].items()}
     if args.capability != "permission_error_recovery" and args.variants is None:
@@ -123,13 +126,18 @@ def main() -> None:
         f"grpo.group_size={preset['group_size']}", f"grpo.lr={preset['lr']}", "grpo.micro_batch_size=4",
         f"lora.rank={preset['lora_rank']}", f"lora.alpha={preset['lora_rank']}", f"rollout.temperature={preset['temperature']}",
         f"rollout.max_new_tokens={preset['max_new_tokens']}", "rollout.max_seq_len=4096", "rollout.compact_tools=true",
-        f"warm_start.steps={preset['warm_steps']}", f"warm_start.lr={preset['warm_lr']}", f"warm_start.batch_size={preset['warm_batch']}",
+        "rollout.merge_adapter=true", f"warm_start.steps={preset['warm_steps']}", f"warm_start.lr={preset['warm_lr']}", f"warm_start.batch_size={preset['warm_batch']}",
         f"warm_start.seeds={preset['warm_seeds']}", f"warm_start.reference_share={preset['reference_share']}",
         f"heldout.seeds={preset['heldout']}", f"heldout.every={preset['every']}", "save_every=1000",
         f"variants={json.dumps([v for v in preset['variants'].split(',') if v])}",
         *([f"rollout.max_steps={preset['max_steps']}"] if preset["max_steps"] else []), *args.extra,
     ]
     config = load_config(None, settings, output_dir=str(out), **model_settings(args.model), **{"grpo.iterations": preset["iterations"]})
+    if not args.single:  # the protocol (bench/learning_protocol.py): choices on validation, held-out once at the end
+        if args.warm_source == "other" or any("=other" in c or ",other" in c for c in args.choose):
+            register_same_target(args.capability, registry)
+        run_protocol(args, env_id, settings, model_settings(args.model), preset, out, show_row)
+        return
 
     started = time.perf_counter()
     try:

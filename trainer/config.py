@@ -92,6 +92,11 @@ class RolloutSettings(_Section):
                                                                 "(gym.make(id, max_steps=N)); default: the env's own limit")
     success_reward: float = Field(0.99, description="a rollout at or above this reward counts as a success")
     env_workers: int | None = Field(None, ge=1, description="threads stepping the sandboxed envs (default: one per episode)")
+    merge_adapter: bool = Field(
+        False, description="transformers engine: generate with the LoRA update folded into the base weights, restored exactly "
+                           "after (trainer.engines.merged_adapter; one matmul per layer per token instead of three); the "
+                           "samples then differ from the side path's by float rounding, so it is off unless asked (bench_learning "
+                           "turns it on); in bf16 the folded sum rounds to bf16")
     vllm_gpu_memory_utilization: float = Field(0.4, gt=0, le=1)
     hint: HintSettings = Field(default_factory=HintSettings)
 
@@ -105,10 +110,25 @@ class WarmStartSettings(_Section):
     first_seed: int = Field(1_000_000, ge=0, description="kept apart from the GRPO seeds")
     lr: float = Field(1e-3, gt=0)
     batch_size: int = Field(8, ge=1)
+    source: Literal["reference", "skipping", "other"] = Field(
+        "reference", description="what the warm start plays (trainer.warmstart): 'reference' the env's reference solution "
+                                 "(it demonstrates the capability) mixed with its capability-skipping one by reference_share; "
+                                 "'skipping' only the capability-skipping one (tools and format, never the capability); 'other' "
+                                 "the reference solutions of the OTHER registered capabilities on the same target (domain and "
+                                 "format, not this capability) for reference_share of the episodes, the rest this env's skipping ones")
     reference_share: float = Field(
         1.0, ge=0, le=1, description="share of the episodes played by the reference solution; the rest are the env's "
                                      "capability-skipping solution, so the warm start makes a base that uses the tools but "
                                      "mostly lacks the capability, as TRACE's base agent does, and GRPO must teach it")
+
+
+class ValidationSettings(_Section):
+    """Seeds apart from training, warm start and held-out ones, evaluated during training in place of the held-out
+    ones when ``seeds`` > 0: every choice (learning rate, warm start, group size) is made on them, and the held-out
+    seeds are scored once, at the end (bench/bench_learning.py's protocol)."""
+
+    seeds: int = Field(0, ge=0, description="validation seeds (0 = none: the held-out seeds are evaluated during training, as before)")
+    first_seed: int = Field(3_000_000, ge=0, description="validation seeds are first_seed, first_seed + 1, ...")
 
 
 class HeldoutSettings(_Section):
@@ -147,6 +167,7 @@ class TrainConfig(_Section):
     warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
     heldout: HeldoutSettings = Field(default_factory=HeldoutSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
+    validation: ValidationSettings = Field(default_factory=ValidationSettings)
     sandbox: str | None = Field(None, description="sandbox backend for env code (default: $TRACE_FACTORY_SANDBOX or auto)")
     output_dir: str | None = Field(None, description="run folder (default: runs/<capability>)")
     save_every: int | None = Field(None, ge=1, description="checkpoint every N iterations (and at the end); default: by cost, every iteration on small runs (trainer.stop)")
@@ -162,11 +183,12 @@ class TrainConfig(_Section):
 
     @model_validator(mode="after")
     def _seeds_apart(self) -> "TrainConfig":
-        """Training, warm-start and held-out seeds never meet: a held-out gain is on scenarios never trained on."""
+        """Training, warm-start, validation and held-out seeds never meet: a held-out gain is on scenarios never trained on."""
         spans = {
             "GRPO (first_env_seed)": (self.first_env_seed, self.first_env_seed + self.grpo.iterations * self.grpo.groups),
             "warm_start": (self.warm_start.first_seed, self.warm_start.first_seed + (self.warm_start.seeds if self.warm_start.steps else 0)),
             "heldout": (self.heldout.first_seed, self.heldout.first_seed + self.heldout.seeds),
+            "validation": (self.validation.first_seed, self.validation.first_seed + self.validation.seeds),
         }
         names = list(spans)
         for i, a in enumerate(names):

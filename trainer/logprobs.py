@@ -9,17 +9,55 @@ needed 17.5 GB for one step without this.
 A batch packed with a shared prefix (:func:`trainer.update.pack_shared`) runs each prefix once: its KV
 cache, still attached to the graph, is copied to every row that starts with it, and the rows' own tails
 attend to it. Gradients from every row flow back into the one prefix computation, so values and gradients
-are those of the whole sequences (a test holds them equal). Gradient checkpointing drops a KV cache passed
-to a checkpointed layer, so a shared batch is refused while it is on (:meth:`TokenLogProbs.shares_prefix`).
+are those of the whole sequences (a test holds them equal). Under gradient checkpointing too: the cache's
+layers (:class:`ReplayLayer`) can be run twice, as a checkpointed layer's backward replays it, so the decoder
+layers are told to keep it (transformers' ``_can_checkpoint_with_cache``) for the span of the shared pass.
 """
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-from typing import Any
+from contextlib import contextmanager, nullcontext
+from typing import Any, Iterator
 
 import torch
 from torch.utils.checkpoint import checkpoint
+from transformers.cache_utils import DynamicLayer
+
+
+class ReplayLayer(DynamicLayer):
+    """One layer's KV cache whose ``update`` gives the same answer when run again (a checkpointed layer's
+    backward replays its forward). A recording layer (the prefix pass's) stores its keys and values by
+    assignment, not by appending; a reading layer (the tails' pass's, given the prefix's keys and values) puts
+    them before the tail's own and stores nothing. Two caches, so a prefix layer replayed after the tails'
+    pass still records."""
+
+    def __init__(self, keys: torch.Tensor | None = None, values: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.reading = keys is not None
+        if keys is not None and values is not None:
+            self.lazy_initialization(keys, values)
+            self.keys, self.values = keys, values
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.reading:
+            return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        self.keys, self.values = key_states, value_states
+        return key_states, value_states
+
+
+@contextmanager
+def _cache_through_checkpoints(decoder: Any) -> Iterator[None]:
+    """Checkpointed decoder layers keep the (replay-safe) cache instead of dropping it, for this span only."""
+    layers = [m for m in decoder.modules() if getattr(m, "gradient_checkpointing", False) and hasattr(m, "_can_checkpoint_with_cache")]
+    for layer in layers:
+        layer._can_checkpoint_with_cache = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer._can_checkpoint_with_cache  # back to the class's own value
 
 
 def _chunk_logprobs(hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, temperature: float) -> torch.Tensor:
@@ -44,11 +82,9 @@ class TokenLogProbs(torch.nn.Module):
         self.temperature = temperature
 
     def shares_prefix(self) -> bool:
-        """Whether a shared-prefix batch can be computed now: not under gradient checkpointing in train
-        mode (checkpointed layers are handed no cache), and only with plain per-layer KV caches."""
+        """Whether a shared-prefix batch can be computed: only with plain per-layer KV caches (full attention
+        in every layer); with or without gradient checkpointing."""
         decoder = self.policy.get_base_model().get_decoder()
-        if decoder.training and any(getattr(m, "gradient_checkpointing", False) for m in decoder.modules()):
-            return False
         layer_types = getattr(decoder.config, "layer_types", None) or ["full_attention"]
         return all(kind == "full_attention" for kind in layer_types)
 
@@ -100,11 +136,14 @@ class TokenLogProbs(torch.nn.Module):
         from transformers import DynamicCache
 
         if not self.shares_prefix():
-            raise RuntimeError("a shared-prefix batch needs gradient checkpointing off and a plain KV cache; pack it plainly")
-        cache = DynamicCache(config=decoder.config)
-        prefix = decoder(input_ids=prefix_ids, attention_mask=prefix_mask, past_key_values=cache, use_cache=True).last_hidden_state
-        cache.batch_select_indices(prefix_of)  # indexing keeps the graph: each row's gradient reaches its prefix
-        mask = torch.cat([prefix_mask[prefix_of], suffix_mask], dim=1)
-        tail = decoder(input_ids=suffix_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                       use_cache=True).last_hidden_state
+            raise RuntimeError("a shared-prefix batch needs a plain KV cache in every layer; pack it plainly")
+        recorded = DynamicCache(config=decoder.config)
+        recorded.layers = [ReplayLayer() for _ in recorded.layers]
+        with _cache_through_checkpoints(decoder):
+            prefix = decoder(input_ids=prefix_ids, attention_mask=prefix_mask, past_key_values=recorded, use_cache=True).last_hidden_state
+            cache = DynamicCache(config=decoder.config)  # indexing keeps the graph: each row's gradient reaches its prefix
+            cache.layers = [ReplayLayer(layer.keys[prefix_of], layer.values[prefix_of]) for layer in recorded.layers]
+            mask = torch.cat([prefix_mask[prefix_of], suffix_mask], dim=1)
+            tail = decoder(input_ids=suffix_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                           use_cache=True).last_hidden_state
         return torch.cat([prefix.reshape(-1, prefix.shape[-1]), tail.reshape(-1, tail.shape[-1])])

@@ -46,6 +46,7 @@ from trainer.rollout import Rollout, collect_groups, hint_from_reference
 from trainer.seeds import window
 from trainer.stop import CheckpointClock, StopSignal, TrainingStopped, is_abandon
 from trainer.update import Item, PolicyUpdate, StepStats, build_items
+from trainer.warmstart import warm_episodes
 
 
 @dataclass
@@ -117,7 +118,8 @@ class GRPORun:
         self.engine = self._engine()
         from trainer.engines import TransformersEngine
 
-        self.eval_engine = TransformersEngine(self.policy, self.chat, c.heldout.temperature, c.rollout.max_new_tokens)
+        self.eval_engine = TransformersEngine(self.policy, self.chat, c.heldout.temperature, c.rollout.max_new_tokens,
+                                              merge_adapter=self._merge_adapter())
         self.pool = EnvPool(self.env_id, sandbox=c.sandbox, workers=c.rollout.env_workers, max_steps=c.rollout.max_steps,
                             audit_share=c.audit.share, audit_dir=str(self.out / "audit"))
         self.seeds: dict[str, list[int]] = {}  # each window's seeds, chosen once (trainer.seeds)
@@ -127,7 +129,7 @@ class GRPORun:
             self.start = int(state["iteration"]) + 1
             self.order.set_state(torch.tensor(state["order"], dtype=torch.uint8))
             self.rows = [r for r in read_metrics(self.out) if r.phase == "warm_start" or r.iteration < self.start
-                         or (r.phase == "heldout" and r.iteration <= self.start)]
+                         or (r.phase in ("heldout", "validation") and r.iteration <= self.start)]
         else:
             random.seed(c.seed + acc.process_index)
             torch.manual_seed(c.seed * 1009 + acc.process_index)
@@ -146,7 +148,11 @@ class GRPORun:
             return VLLMEngine(self.config, self.chat, self.out / "vllm-adapters")
         from trainer.engines import TransformersEngine
 
-        return TransformersEngine(self.policy, self.chat, r.temperature, r.max_new_tokens)
+        return TransformersEngine(self.policy, self.chat, r.temperature, r.max_new_tokens, merge_adapter=self._merge_adapter())
+
+    def _merge_adapter(self) -> bool:
+        """``rollout.merge_adapter`` (trainer.engines.merged_adapter): generate with the adapter folded in."""
+        return self.config.rollout.merge_adapter
 
     def window(self, name: str, count: int) -> list[int]:
         """A seed window (``trainer.seeds``), chosen once per run: by variant it costs one generate per candidate."""
@@ -157,22 +163,17 @@ class GRPORun:
     # --- warm start ---------------------------------------------------------------------------
     def warm_start(self) -> None:
         """Supervised steps on the env's reference solutions, so a policy that cannot yet write a tool
-        call gets rewards with variance; with ``reference_share`` < 1 also on its capability-skipping ones.
+        call gets rewards with variance; with ``reference_share`` < 1 also on its capability-skipping ones; or,
+        by ``warm_start.source``, on episodes that do not show the capability (``trainer.warmstart``).
         Only on a fresh run (a resumed adapter already has it)."""
         w, acc = self.config.warm_start, self.accelerator
         if not w.steps or self.start > 0:
             return
         items = []
-        for j, seed in enumerate(self.window("warm_start", w.seeds)):
-            if j % acc.num_processes != acc.process_index:
-                continue
-            # Evenly spread: seed j is the reference's when the running count of reference seeds steps up at j.
-            policy = "reference" if int((j + 1) * w.reference_share) > int(j * w.reference_share) else "skipping"
-            played = self.pool.reference_episode(seed, policy)
-            # the env's reward range is known once it has answered, so success is judged after each episode
-            if policy == "skipping" or played["reward"] >= self.pool.success_at(self.config.rollout.success_reward):
-                ids, mask, _ = self.chat.conversation_ids(played["messages"], played["tools"])
-                items.append(Item(ids, mask))
+        for played in warm_episodes(self.config, self.env_id, self.pool, self.window("warm_start", w.seeds),
+                                    acc.process_index, acc.num_processes):  # which episodes: trainer.warmstart
+            ids, mask, _ = self.chat.conversation_ids(played["messages"], played["tools"])
+            items.append(Item(ids, mask))
         if not self.update.reduce(len(items)):
             raise TrainError(f"{self.env_id}: no reference solution reached reward "
                              f"{self.pool.success_at(self.config.rollout.success_reward):g}; "
@@ -242,16 +243,17 @@ class GRPORun:
         from trainer.heldout import summarise
 
         c, acc = self.config, self.accelerator
-        if not c.heldout.seeds:
+        if not c.heldout.seeds and not c.validation.seeds:
             return None
-        seeds = self.window("heldout", c.heldout.seeds)[acc.process_index:: acc.num_processes]
+        phase = "validation" if c.validation.seeds else "heldout"  # with a validation window, held-out is scored once, after the run
+        seeds = self.window(phase, getattr(c, phase).seeds)[acc.process_index:: acc.num_processes]
         with mode(self.policy, False):
             result, rollouts = evaluate_heldout(self.eval_engine, self.chat, self.pool, c.heldout, c.rollout, seeds)
         if acc.num_processes > 1:
             rollouts = list(gather_object(rollouts))
             result = summarise(rollouts, self.pool.success_at(c.rollout.success_reward), self.update.reduce(result.seconds, "max"))
         return IterationMetrics(
-            iteration=done, phase="heldout", reward_mean=result.mean, reward_low=result.low, reward_high=result.high,
+            iteration=done, phase=phase, reward_mean=result.mean, reward_low=result.low, reward_high=result.high,
             success_rate=result.success_rate, valid_rollouts=result.valid, rollouts=result.episodes,
             infrastructure_errors=result.errors, first_error=next((r.error for r in rollouts if r.error), None),
             mean_turns=sum(r.turns for r in rollouts) / max(1, len(rollouts)), seconds=result.seconds,
@@ -314,7 +316,7 @@ class GRPORun:
         if self.accelerator.is_main_process:
             append_metrics(self.out, row)
         if self.config.trackers:
-            prefix = {"warm_start": "warm_start/", "heldout": "heldout/"}.get(row.phase, "train/")
+            prefix = {"warm_start": "warm_start/", "heldout": "heldout/", "validation": "validation/"}.get(row.phase, "train/")
             values = {prefix + k: v for k, v in row.model_dump(exclude={"phase", "iteration"}).items() if isinstance(v, (int, float))}
             self.accelerator.log(values, step=row.iteration if row.phase != "warm_start" else None)
         self.on_iteration(row)
@@ -418,7 +420,7 @@ class GRPORun:
         every = self.config.heldout.every
         if done not in (self.start, end) and done % every:
             return
-        if any(r.phase == "heldout" and r.iteration == done for r in self.rows):
+        if any(r.phase in ("heldout", "validation") and r.iteration == done for r in self.rows):
             return
         row = self.heldout(done)
         if row is not None:

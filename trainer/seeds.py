@@ -24,11 +24,12 @@ SCAN_PER_SEED = 1000
 
 
 def bases(config: "TrainConfig") -> dict[str, int]:
-    return {"grpo": config.first_env_seed, "warm_start": config.warm_start.first_seed, "heldout": config.heldout.first_seed}
+    return {"grpo": config.first_env_seed, "warm_start": config.warm_start.first_seed, "heldout": config.heldout.first_seed,
+            "validation": config.validation.first_seed}
 
 
 def window(config: "TrainConfig", name: str, count: int, pool: "EnvPool | None" = None) -> list[int]:
-    """``count`` seeds of window ``name`` (``grpo``, ``warm_start`` or ``heldout``): consecutive from its base, or
+    """``count`` seeds of window ``name`` (``grpo``, ``warm_start``, ``heldout`` or ``validation``): consecutive from its base, or
     with ``config.variants`` the first ones whose scenario is of a listed variant (needs ``pool``)."""
     base = bases(config)[name]
     if not config.variants or count == 0:

@@ -232,23 +232,6 @@ def sgd_tolerance(before: torch.Tensor, after: torch.Tensor, steps: int) -> floa
     return steps * SUMMED_ORDERS * EPS32 * scale
 
 
-def test_gradient_checkpointing_packs_plainly(peft_model) -> None:
-    """Checkpointed layers are handed no KV cache: the update must not share prefixes then."""
-    peft_model.get_base_model().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    peft_model.train()
-    module = TokenLogProbs(peft_model)
-    accelerator = Accelerator(cpu=True)
-    update = PolicyUpdate(accelerator, module, None, GRPOSettings(), pad_id=0)
-    items = items_with_shared_prompts()
-    assert not module.shares_prefix() and "prefix_ids" not in update.pack(items)
-    shared = pack_shared(items, 0, CPU)
-    assert shared is not None
-    with pytest.raises(RuntimeError, match="gradient checkpointing"):
-        module(**shared)
-    peft_model.eval()
-    assert module.shares_prefix()
-
-
 # --- where a turn ends --------------------------------------------------------------------------------------
 
 
