@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from factory.analyze.agreement import Agreement
 from factory.analyze.catalogue import canonical
 from factory.analyze.pipeline import AnalyzeConfig, analyze
 from factory.analyze.tasks import load_tasks
@@ -22,32 +23,11 @@ from tests.analyze.handlabelled.dsl import Built, Case, Domains, build
 ALL_CASES: list[Case] = airline.CASES + retail.CASES + fresh.CASES
 
 
-@dataclass
-class Figures:
-    agent_failures: int = 0
-    found: int = 0
-    lacking_labels: int = 0
-    right_labels: int = 0
-    other_failures: int = 0
-    spared: int = 0
-    successes: int = 0
-    blamed: int = 0
-    misses: list[str] = field(default_factory=list)
-    wrong: list[str] = field(default_factory=list)
-    unspared: list[str] = field(default_factory=list)
+class Figures(Agreement):
+    """The product's agreement figures (factory.analyze.agreement), printed under a split's name."""
 
-    @property
-    def recall(self) -> float:
-        return self.found / self.agent_failures if self.agent_failures else 0.0
-
-    @property
-    def precision(self) -> float:
-        return self.right_labels / self.lacking_labels if self.lacking_labels else 1.0
-
-    def line(self, name: str) -> str:
-        return (f"{name}: {self.found}/{self.agent_failures} agent-caused failures with a right label (recall {self.recall:.2f}); "
-                f"{self.right_labels}/{self.lacking_labels} LACKING labels right (precision {self.precision:.2f}); "
-                f"{self.spared}/{self.other_failures} other failures spared; {self.blamed}/{self.successes} successes blamed")
+    def line(self, name: str) -> str:  # type: ignore[override]
+        return f"{name}: {super().line()}"
 
 
 @dataclass
