@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from factory.analyze.errors import AnalyzeInputError
 from schemas.capability import CapabilityLabel, TrajectoryLabel
+from schemas.errors import one_line
 
 
 class HandLabel(BaseModel):
@@ -83,8 +84,7 @@ def load_hand_labels(path: Path) -> dict[str, HandLabel]:
         try:
             label = HandLabel.model_validate(json.loads(line))
         except (json.JSONDecodeError, ValidationError) as exc:
-            first = str(exc).splitlines()[0][:160]
-            raise AnalyzeInputError(f"{path}:{n}: not a hand label ({first}); each line needs id, outcome, cause, lacking") from None
+            raise AnalyzeInputError(f"{path}:{n}: not a hand label ({one_line(exc)[:300]}); each line needs id, outcome, cause, lacking") from None
         out[label.id] = label
     return out
 

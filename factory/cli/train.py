@@ -121,7 +121,7 @@ def train(
         return
     if not settings.model:
         fail("no base model: pass --model PATH (a local folder or a hub id) or set model in --config")
-    settings = _size_defaults(settings)
+    settings, chosen = _size_defaults(settings)
     main = os.environ.get("RANK", "0") == "0"  # under `accelerate launch` only rank 0 talks
     base = output or (Path(settings.output_dir) if settings.output_dir else None)
     runs = []
@@ -132,6 +132,8 @@ def train(
     locks: list[tuple[Path, Any]] = []
     try:
         resumes = _preflight(runs, resume, main, locks)
+        if chosen and main:  # said once every input is known good: bad input stays one line
+            errors.print(chosen, highlight=False, soft_wrap=True)
         results = []
         for (env_id, run_settings), resumed in zip(runs, resumes):
             results.append(_train_one(env_id, run_settings, resumed, not main))  # progress on stderr, --json or not
@@ -152,18 +154,18 @@ def train(
         raise typer.Exit(2 if all(r.get("exit_code") == 2 for r in results if not r["ok"]) else 1)
 
 
-def _size_defaults(settings: Any) -> Any:
+def _size_defaults(settings: Any) -> tuple[Any, str | None]:
     """The learning rate, warm start and group sizes that worked for a model of this size, for every one of those
-    keys not set (trainer.config.SIZE_DEFAULTS); one line on stderr says which were chosen."""
+    keys not set (trainer.config.SIZE_DEFAULTS), and the line that says which were chosen (None: none)."""
     from trainer.config import model_parameters, size_class, with_size_defaults
 
     parameters = model_parameters(settings.model, settings.gguf_file)
     resolved, chosen = with_size_defaults(settings, parameters)
-    if chosen and os.environ.get("RANK", "0") == "0":
-        picked = ", ".join(f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}" for key, value in chosen.items())
-        errors.print(f"defaults for a {parameters / 1e6:.1f}M-parameter model ({size_class(parameters)[0]}): {picked} "
-                     "(--set KEY=VALUE to choose otherwise)", highlight=False, soft_wrap=True)
-    return resolved
+    if not chosen or parameters is None:
+        return resolved, None
+    picked = ", ".join(f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}" for key, value in chosen.items())
+    return resolved, (f"defaults for a {parameters / 1e6:.1f}M-parameter model ({size_class(parameters)[0]}): {picked} "
+                      "(--set KEY=VALUE to choose otherwise)")
 
 
 def _preflight(runs: list[tuple[str, Any]], resume: bool, main: bool, locks: list[tuple[Path, Any]]) -> list[bool]:
