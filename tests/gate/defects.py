@@ -74,7 +74,10 @@ DEFECTS: dict[str, Defect] = {
     # --- determinism -------------------------------------------------------------------------------
     "unseeded_on_some_seeds": Defect(
         "determinism", "generate uses an unseeded RNG on one seed in seven",
-        ((GENERATE, "        import random\n        rng = random.Random(None) if seed % 7 == 3 else self.rng(seed)\n        name = rng.choice(FIRST_NAMES)\n"),), also=("exploit_search", "paraphrase", "robustness", "grpo_signal"),
+        ((GENERATE, "        import random\n        rng = random.Random(None) if seed % 7 == 3 else self.rng(seed)\n        name = rng.choice(FIRST_NAMES)\n"),),
+        # every episode generates its scenario afresh in its own process, so the reference (planned on another
+        # process's draw) also fails those seeds
+        also=("exploit_search", "paraphrase", "robustness", "grpo_signal", "solvability"),
     ),
     "set_iteration_order": Defect(
         "determinism", "the destination is drawn from a list made of a set of strings (order differs per process)",
