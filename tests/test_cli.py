@@ -86,7 +86,7 @@ def test_two_concurrent_build_processes_keep_registry_consistent(tmp_path: Path)
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for name in names
     ]
-    outputs = [p.communicate(timeout=180) for p in procs]
+    outputs = [p.communicate(timeout=900) for p in procs]  # four whole gates at once, each episode a fresh process
     assert all(p.returncode == 0 for p in procs), [(p.returncode, err[-500:], out[-1500:]) for p, (out, err) in zip(procs, outputs)]
     ids = sorted(json.loads(out)["gym_id"] for out, _ in outputs)
     assert ids == ["trace/datetime_reasoning-v0"] * 2 + ["trace/permission_error_recovery-v0"] * 2
