@@ -74,6 +74,8 @@ class ValidationConfig(BaseModel):
     exploit_confirm_seeds: int = Field(20, ge=0, le=1_000, description="further seeds the closest exploits are played on before a verdict")
     max_seeds: int = Field(256, ge=1, le=100_000, description="the most seeds the exploit search draws for a figure whose "
                            "confidence interval still straddles its threshold (then the verdict is inconclusive)")
+    search_policies: bool = Field(False, description="also run the optimizing exploit search (composed policies; "
+                                  "factory.validation.checks.search); off by default until its verdict holds across run seeds")
     exploit_max_share: float = Field(0.5, ge=0, le=1, description="highest mean reward a degenerate policy may reach, as a share of the reference's")
     exploit_max_match_share: float = Field(
         0.1, ge=0, le=1, description="share of seeds on which an exploit may match the reference's reward (within exploit_min_drop)"

@@ -20,7 +20,7 @@ BACKEND = SANDBOXED[0] if SANDBOXED else "bwrap"
 # default draws it at random (tested in test_contract.py).
 FAST = dict(solvability_seeds=40, necessity_seeds=40, diversity_seeds=40, determinism_seeds=8, fuzz_examples=30,
             grpo_seeds=8, leak_seeds=20, world_seeds=8, truth_seeds=12, paraphrase_seeds=6, exploit_seeds=8,
-            exploit_confirm_seeds=12, user_path_seeds=2, generate_timing_seeds=32, run_seed=20260)
+            exploit_confirm_seeds=12, user_path_seeds=2, generate_timing_seeds=32, run_seed=20260, search_policies=True)
 
 
 def test_base_env_passes() -> None:
