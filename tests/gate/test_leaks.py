@@ -5,6 +5,8 @@ leak passes. Real sandbox, real episodes."""
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 import pytest
@@ -36,7 +38,9 @@ def necessity(source: str, **config: Any) -> CheckResult:
 def test_a_leak_in_any_words_is_found_by_prediction(name: str, feature: str, monkeypatch: pytest.MonkeyPatch) -> None:
     result = necessity((GATE_ENVS / f"{name}.py").read_text())
     assert not result.passed
-    assert f"the feature '{feature}" in result.message and "100% of 40 seeds where the skipping solution acts alike" in result.message, result.message
+    # every seed necessity drew (more than its 40 when its interval asked for more) is predicted
+    assert f"the feature '{feature}" in result.message and re.search(r"100% of (\d+) seeds where the skipping solution acts alike", result.message), result.message
+    assert int(re.search(r"100% of (\d+) seeds", result.message).group(1)) >= 40
     assert result.counterexample is not None and result.counterexample.actions and feature in result.counterexample.detail
     monkeypatch.setattr(leaks, "LEAK_ACCURACY", 1.01)  # no rule is good enough: the old checks alone pass it
     assert necessity((GATE_ENVS / f"{name}.py").read_text()).passed
