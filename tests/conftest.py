@@ -6,6 +6,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,18 @@ if "TRACE_FACTORY_REGISTRY" not in os.environ:
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_TARGETS = REPO_ROOT.parent / "shared" / "targets"
 TEST_ENVS = Path(__file__).resolve().parent / "envs"
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Each test ends with the process environment it began with: commands run in-process set variables for
+    the processes they start (``--registry`` sets $TRACE_FACTORY_REGISTRY), which must not reach the next
+    test on the same worker (it would point at a folder already removed)."""
+    before = dict(os.environ)
+    yield
+    if dict(os.environ) != before:
+        os.environ.clear()
+        os.environ.update(before)
 
 
 @pytest.fixture

@@ -218,3 +218,17 @@ def parse_env_ref(reference: str, version: int | None) -> tuple[str, int | None]
     if problem := capability_problem(name):
         fail(f"{problem}; `factory envs list` shows the registered envs (NAME or trace/NAME-vN)")
     return name, version
+
+
+def use_registry(registry: Path | None) -> None:
+    """Make ``--registry`` the root every env id of this command resolves to: ``$TRACE_FACTORY_REGISTRY`` for
+    the processes it starts, and the ids Gymnasium already knows re-pointed in this one (an id registered
+    earlier in the process, from another root, would otherwise keep resolving there)."""
+    if registry is None:
+        return
+    import os
+
+    from env_registry.registration import register_all
+
+    os.environ["TRACE_FACTORY_REGISTRY"] = str(registry)
+    register_all(registry, repoint=True)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from factory.cli.common import console, emit_json, errors, fail, interrupted, parse_env_ref, safe
+from factory.cli.common import console, emit_json, errors, fail, interrupted, parse_env_ref, safe, use_registry
 from factory.cli.summary import summary_table
 from schemas.errors import FactoryError, one_line
 from schemas.files import reason
@@ -19,8 +18,7 @@ ENV_ARMS = ("base", "adapters")
 def _env_id(env: str, registry: Path | None) -> str:
     from env_registry.registry import Registry, RegistryError
 
-    if registry is not None:
-        os.environ["TRACE_FACTORY_REGISTRY"] = str(registry)  # the sandboxed envs' gym registration reads it
+    use_registry(registry)
     name, version = parse_env_ref(env, None)
     try:
         return Registry(registry).get(name, version).manifest.gym_id

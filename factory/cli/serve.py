@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 from typing import Annotated, Optional
 
 import typer
 
-from factory.cli.common import RegistryOption, errors, fail, parse_env_ref
+from factory.cli.common import RegistryOption, errors, fail, parse_env_ref, use_registry
 
 
 def serve_command(
@@ -29,8 +28,7 @@ def serve_command(
         from factory.serve import OPENENV_MISSING
 
         fail(OPENENV_MISSING)
-    if registry is not None:
-        os.environ["TRACE_FACTORY_REGISTRY"] = str(registry)  # gym.make in each session reads the same registry
+    use_registry(registry)
     import gymnasium as gym
 
     import env_registry  # noqa: F401  (registers the trace/ ids)

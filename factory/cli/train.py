@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from factory.cli.common import JsonOption, RegistryOption, check_backend, console, emit_json, errors, fail, parse_env_ref, safe
+from factory.cli.common import JsonOption, RegistryOption, check_backend, console, emit_json, errors, fail, parse_env_ref, safe, use_registry
 from factory.cli.exits import exit_code, mark_reported
 from schemas.errors import FactoryError, one_line
 from schemas.files import reason
@@ -105,8 +105,7 @@ def train(
 
     if sandbox:
         check_backend(sandbox)
-    if registry is not None:
-        os.environ["TRACE_FACTORY_REGISTRY"] = str(registry)  # the gym registration reads it
+    use_registry(registry)
     if (base_url is None) != (collect_only is None):
         fail("--base-url and --collect-only go together: the endpoint's rollouts are collected, not trained on")
     env_ids = _env_ids(env, train_all, registry)

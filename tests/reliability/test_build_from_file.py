@@ -41,7 +41,7 @@ def test_a_file_that_fails_the_gate_is_not_registered(tmp_path: Path, registry_r
     path.write_text("import os\n" + TINY)  # the static check refuses it at once
     outcome = factory_main("build", "--from-file", str(path), "--sandbox", BACKEND)
     assert outcome.code == 1
-    assert "validation of sneaky.py" in outcome.stdout and "forbidden" in outcome.stdout
+    assert "validation of sneaky.py" in outcome.stdout and "import of 'os' is not allowed" in outcome.stdout
     assert "tiny_cancel: not registered - the env failed validation" in outcome.stdout  # named as the module declares
     assert not registry_root.exists() or not any(registry_root.iterdir())
 
