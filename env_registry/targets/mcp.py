@@ -216,7 +216,7 @@ class MCPBackend(TargetBackend):
             raise TargetConfigError(
                 f"MCP server `{self.spec.describe()}` changed files in its working folder {Path.cwd()} ({shown}), so a restart "
                 "would not reset its world: declare the folder it keeps its state in as workdir "
-                "(MCPServerSpec(workdir=...): restored before every episode), give it a reset tool (--reset-tool), "
+                "(--workdir DIR, or MCPServerSpec(workdir=...): restored before every episode), give it a reset tool (--reset-tool), "
                 "or pass --allow-shared-state to run on it anyway"
             )
 

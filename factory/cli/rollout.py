@@ -99,6 +99,8 @@ def rollout(
     reset_tool: Annotated[Optional[str], typer.Option("--reset-tool", help="MCP: the server's reset tool (default reset_state; hidden from the agent).")] = None,
     state_tool: Annotated[Optional[str], typer.Option("--state-tool", help="MCP: a tool returning the world's state as JSON; the task's DB check reads it.")] = None,
     allow_shared_state: Annotated[bool, typer.Option("--allow-shared-state", help="MCP: run more than one episode on a server that cannot be reset.")] = False,
+    workdir: Annotated[Optional[Path], typer.Option("--workdir", help="MCP (stdio): the folder the server keeps its files in; it runs there and the folder is put back as it was before every episode.")] = None,
+    inherit_env: Annotated[Optional[list[str]], typer.Option("--inherit-env", help="MCP (stdio): a variable the server takes from this environment (an API key, a config path); repeatable.")] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run a policy on a real target and record its trajectories for `factory analyze`.
@@ -121,6 +123,8 @@ def rollout(
     factory rollout --target toolsandbox --policy scripted:gold --out runs/toolsandbox-gold
 
     factory rollout --target mcp --server http://127.0.0.1:8000/mcp --state-tool dump_state --tasks tasks.json --policy scripted:gold
+
+    factory rollout --target mcp --server "python notes_server.py" --workdir ./notes --inherit-env NOTES_KEY --tasks tasks.json --policy scripted:gold
     """
     from env_registry.targets.errors import TargetError
     from factory.rollout.engine import Rollout, RolloutConfig, check_names
@@ -131,6 +135,7 @@ def rollout(
             server=server, backend=backend, user=user, judge=judge, trials=trials, concurrency=concurrency,
             max_steps=max_steps, max_errors=max_errors, seed=seed, temperature=temperature, max_tokens=max_tokens, call_timeout_s=call_timeout,
             reset=reset, reset_tool=reset_tool, state_tool=state_tool, allow_shared_state=allow_shared_state,
+            workdir=str(workdir.resolve()) if workdir else None, inherit_env=_task_ids(inherit_env),
         )  # fmt: skip
     except ValidationError as exc:
         fail(validation_message(exc, RolloutConfig, where=lambda loc: f"--{str(loc[0]).replace('_', '-')}" if loc else ""))

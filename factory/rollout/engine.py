@@ -59,6 +59,8 @@ class RolloutConfig(BaseModel):
     reset_tool: str | None = None
     state_tool: str | None = None
     allow_shared_state: bool = False
+    workdir: str | None = None
+    inherit_env: list[str] | None = None
 
 
 def episode_seed(seed: int, task_id: str, trial: int) -> int:
@@ -84,7 +86,7 @@ def resolve(config: RolloutConfig) -> tuple[TargetSpec, list[Task]]:
         config.target, tasks_file=config.tasks_file, server=server, backend=config.backend, call_timeout_s=config.call_timeout_s  # type: ignore[arg-type]
     )
     spec = with_server_contract(spec, reset=config.reset, reset_tool=config.reset_tool, state_tool=config.state_tool,
-                                allow_shared_state=config.allow_shared_state)
+                                allow_shared_state=config.allow_shared_state, workdir=config.workdir, inherit_env=config.inherit_env or None)
     return spec, select_tasks(spec_tasks(spec, config.task_ids), config.task_ids)
 
 

@@ -126,3 +126,32 @@ def test_bad_declarations_are_one_line_errors(tmp_path: Path) -> None:
     assert parse_server("A=1 python s.py --x=1").model_dump(include={"command", "env"}) == {"command": ["python", "s.py", "--x=1"], "env": {"A": "1"}}
     with pytest.raises(ValueError, match="workdir needs a stdio server"):
         MCPServerSpec(url="http://127.0.0.1:1/mcp", workdir=str(tmp_path))
+
+
+def test_factory_rollout_takes_the_workdir_and_inherited_variables(tasks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's --workdir and --inherit-env reach the server: two episodes on one server folder both start
+    from the folder as it was, and the folder is left as found; without --workdir the second is refused."""
+    from typer.testing import CliRunner
+
+    from factory.cli import app
+
+    workdir = tmp_path / "world"
+    workdir.mkdir()
+    (workdir / "notes.json").write_text(json.dumps(["seeded"]))
+    before = (workdir / "notes.json").read_bytes()
+    monkeypatch.setenv("NOTES_OWNER", "ada")
+    whoami = {"id": "owner", "user_scenario": {"instructions": "Whose notes are these?"},
+              "evaluation_criteria": {"actions": [{"name": "whoami", "arguments": {}}], "reward_basis": ["ACTION"]}}  # fmt: skip
+    tasks.write_text(json.dumps([TASK, whoami]))
+    common = ["rollout", "--target", "mcp", "--server", f"{sys.executable} {SCRIPT}", "--tasks", str(tasks),
+              "--policy", "scripted:gold", "--trials", "2", "--concurrency", "1", "--json"]  # fmt: skip
+    runner = CliRunner()
+    declared = runner.invoke(app, [*common, "--workdir", str(workdir), "--inherit-env", "NOTES_OWNER", "--out", str(tmp_path / "a")])
+    assert declared.exit_code == 0, declared.output
+    summary = json.loads(declared.stdout)
+    assert summary["episodes"] == 4 and summary["errors"] == 0 and summary["passed"] == 4, summary
+    assert "owner=ada" in (tmp_path / "a" / "trajectories.jsonl").read_text()  # the variable reached the server
+    assert (workdir / "notes.json").read_bytes() == before
+    monkeypatch.chdir(workdir)
+    undeclared = runner.invoke(app, [*common, "--out", str(tmp_path / "b")])
+    assert undeclared.exit_code != 0 and "--workdir DIR" in undeclared.output, undeclared.output
