@@ -9,6 +9,12 @@ ToolOrchestra's files were drawn in the first round and then dropped, unread by 
 ``task_id`` does not match the conversation (another task's user, graded against that other task). A second
 round (seed 3402) then added two smaller sources and more retail successes, skipping any simulation whose
 task's user id never appears in its conversation.
+
+A third round (seed 3405), drawn after the first holdout had been scored, makes a fresh holdout (``holdout2``): sources
+and agents not used before where the repository has them (whissle, the SFT GPT-4.1 on airline, a second Claude Opus
+4.6 submission, Claude Sonnet 4.6, DeepSeek), skipping every simulation already in the set and every inconsistent one.
+τ² publishes no retail failures beyond those already used (ToolOrchestra's are unusable), so retail adds successes only.
+``current_tasks.json.gz`` is rebuilt from the repository's current task files for every task id used.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-SEED, SEED_2 = 34, 3402
+SEED, SEED_2, SEED_3 = 34, 3402, 3405
 DROPPED = {"airline_toolorchestra", "retail_toolorchestra"}
 # (short name, path in tau2-bench, failures, successes)
 SOURCES: list[tuple[str, str, int, int]] = [
@@ -43,6 +49,17 @@ SECOND_ROUND: list[tuple[str, str, int, int]] = [
     ("retail_gpt-4.1-sft", "src/experiments/model_training/results/ft:gpt-4.1-2025-04-14:sierra:tau2-full-sft:BzrYdMNm_retail_default_gpt-4.1_1trials.json", 0, 4),
     ("airline_o3", "web/leaderboard/public/submissions/ironshell-ironforge_ironshell-ui_2026-03-09/trajectories/ironshell_ironforge_o3_wave2.json", 6, 3),
 ]
+SUB = "web/leaderboard/public/submissions/"
+THIRD_ROUND: list[tuple[str, str, int, int]] = [
+    ("airline_whissle", "results/whissle/airline_run1.json", 9, 3),
+    ("airline_gpt-4.1-sft", "src/experiments/model_training/results/ft:gpt-4.1-2025-04-14:sierra:tau2-full-sft:BzrYdMNm_airline_default_gpt-4.1_1trials.json", 5, 3),
+    ("airline_claude-opus-4-6-ironshell", SUB + "ironshell-ironforge_ironshell-ui_2026-03-09/trajectories/ironshell_airline_opus46_run1.json", 6, 3),
+    ("airline_claude-sonnet-4-6", SUB + "ironshell-ironforge_ironshell-ui_2026-03-09/trajectories/ironshell_ironforge_v2_sonnet46.json", 4, 1),
+    ("airline_deepseek-chat", SUB + "ironshell-ironforge_ironshell-ui_2026-03-09/trajectories/ironshell_ironforge_v3_deepseek.json", 2, 1),
+    ("retail_gpt-4.1", "src/experiments/model_training/results/gpt-4.1_retail_defautl_gpt-4.1_1trials.json", 0, 2),
+    ("retail_gpt-4.1-sft", "src/experiments/model_training/results/ft:gpt-4.1-2025-04-14:sierra:tau2-full-sft:BzrYdMNm_retail_default_gpt-4.1_1trials.json", 0, 2),
+]
+CURRENT_TASK_FILES = {"airline": "data/tau2/domains/airline/tasks.json", "retail": "data/tau2/domains/retail/tasks.json"}
 
 
 def _consistent(sim: dict, task: dict) -> bool:
@@ -52,18 +69,25 @@ def _consistent(sim: dict, task: dict) -> bool:
     return not ids or any(i in said for i in ids)
 
 
+_OBJECTS: dict[str, str] = {}
+
+
 def _blob(git_dir: str, path: str) -> dict:
-    objects = subprocess.run(["git", "--git-dir", git_dir, "rev-list", "--all", "--objects", "--missing=allow-any"], capture_output=True, text=True, check=True).stdout
-    sha = next(line.split(" ", 1)[0] for line in objects.splitlines() if line.endswith(" " + path))
+    if git_dir not in _OBJECTS:
+        _OBJECTS[git_dir] = subprocess.run(["git", "--git-dir", git_dir, "rev-list", "--all", "--objects", "--missing=allow-any"], capture_output=True, text=True, check=True).stdout
+    sha = next(line.split(" ", 1)[0] for line in _OBJECTS[git_dir].splitlines() if line.endswith(" " + path))
     return json.loads(subprocess.run(["git", "--git-dir", git_dir, "cat-file", "-p", sha], capture_output=True, check=True).stdout)
 
 
-def _draw(rng: random.Random, sims: list[dict], n_fail: int, n_ok: int, name: str, split: dict[str, str]) -> list[dict]:
+def _draw(rng: random.Random, sims: list[dict], n_fail: int, n_ok: int, name: str, split: dict[str, str], only: str | None = None) -> list[dict]:
     ok = [s for s in sims if (s.get("reward_info") or {}).get("reward", 0) >= 1 - 1e-6]
     bad = [s for s in sims if s not in ok]
     chosen = rng.sample(bad, n_fail) + rng.sample(ok, n_ok)
     for group in (chosen[:n_fail], chosen[n_fail:]):
         ids = [f"{name}:{s['task_id']}#{s.get('trial', 0)}" for s in group]
+        if only:
+            split.update({i: only for i in ids})
+            continue
         held = set(rng.sample(ids, round(len(ids) / 3)))
         split.update({i: ("holdout" if i in held else "tune") for i in ids})
     return chosen
@@ -89,13 +113,38 @@ def main(git_dir: str) -> None:
         pool = [s for s in results["simulations"] if id(s) not in taken and _consistent(s, tasks[s["task_id"]])]
         chosen = _draw(rng, pool, n_fail, n_ok, name, split)
         picked[name] = (path, results, (picked[name][2] if name in picked else []) + chosen)
+    rng = random.Random(SEED_3)
+    for name, path, n_fail, n_ok in THIRD_ROUND:
+        results = picked[name][1] if name in picked else _blob(git_dir, path)
+        tasks = {t["id"]: t for t in results.get("tasks", [])}
+        taken = {id(s) for s in picked[name][2]} if name in picked else set()
+        pool = [s for s in results["simulations"] if id(s) not in taken and _consistent(s, tasks[s["task_id"]])]
+        chosen = _draw(rng, pool, n_fail, n_ok, name, split, only="holdout2")
+        picked[name] = (path, results, (picked[name][2] if name in picked else []) + chosen)
+    used_ids: dict[str, set[str]] = {}
     for name, (path, results, chosen) in picked.items():
         used = {s["task_id"] for s in chosen}
+        used_ids.setdefault(name.split("_", 1)[0], set()).update(used)
         out = {"info": results.get("info", {}), "tasks": [t for t in results.get("tasks", []) if t["id"] in used], "simulations": chosen,
                "source": {"repository": "sierra-research/tau2-bench", "path": path, "licence": "MIT"}}
-        with gzip.open(HERE / "data" / f"{name}.json.gz", "wt", encoding="utf-8") as fh:
-            json.dump(out, fh, separators=(",", ":"))
+        _write_if_changed(HERE / "data" / f"{name}.json.gz", out)
+    current = [t for domain, path in CURRENT_TASK_FILES.items() for t in _blob_at_head(git_dir, path) if t["id"] in used_ids.get(domain, set())]
+    _write_if_changed(HERE / "current_tasks.json.gz", current)
     (HERE / "split.json").write_text(json.dumps(dict(sorted(split.items())), indent=0) + "\n")
+
+
+def _blob_at_head(git_dir: str, path: str) -> list[dict]:
+    return json.loads(subprocess.run(["git", "--git-dir", git_dir, "show", f"HEAD:{path}"], capture_output=True, check=True).stdout)
+
+
+def _write_if_changed(target: Path, content: object) -> None:
+    """Rewrite a stored file only when its content changes (gzip stamps the time, so bytes always would)."""
+    if target.exists():
+        with gzip.open(target, "rt", encoding="utf-8") as fh:
+            if json.load(fh) == content:
+                return
+    with gzip.open(target, "wt", encoding="utf-8") as fh:
+        json.dump(content, fh, separators=(",", ":"))
 
 
 if __name__ == "__main__":
