@@ -153,8 +153,9 @@ def rule_figures(ev: Evidence) -> None:
     """Arithmetic and counts told to the user, against the figures in the same message and the records.
     structured_data_reasoning is LACKING when a stated sum (``a + b + c = total``, or a list of amounts followed
     by "in total") disagrees with its parts, when a stated count of available options of a product disagrees
-    with the product's variants the agent had read, or when a stated checked-bag allowance disagrees with the
-    membership, cabin and passengers on record."""
+    with the product's variants the agent had read, when a stated checked-bag allowance disagrees with the
+    membership, cabin and passengers on record, or when a write charged an amount that no charge the agent's
+    message before it stated matches (an upgrade priced on part of a trip)."""
     rules_figures.judge(ev)
 
 
@@ -238,7 +239,7 @@ def _evidence(findings: list[Finding]) -> list[LabelEvidence]:
 
 @lru_cache(maxsize=1)
 def rule_trust() -> dict[str, dict[str, float]]:
-    """Per rule, how often its LACKING findings were right on the tune part of the real labelled set
+    """Per rule, how often its LACKING findings were right on the tuning parts of the real labelled set
     (``rule_trust.json``, written by ``tests/analyze/real/calibrate.py``). A rule that was wrong more often than
     right there is not trusted to give a verdict: its findings stay as evidence below ``ABSTAIN``."""
     try:

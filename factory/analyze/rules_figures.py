@@ -148,7 +148,51 @@ def _allowance(ev: Evidence, index: int, text: str) -> bool:
     return False
 
 
+_CHARGE_WORDS = re.compile(r"\b(difference|additional|extra|charg\w*|owe)\b", re.I)
+_NOT_A_CHARGE = re.compile(r"\b(refund\w*|per (passenger|person|segment|flight|bag)|each|original|paid)\b", re.I)
+
+
+def new_payments(ev: Evidence, call: object) -> list[float] | None:
+    """The amounts a successful write added to its record's payment history (τ²: a charge is positive, a refund
+    negative), against the same record as the agent last read it; None when there is no earlier read to compare."""
+    result = call.result_json() if hasattr(call, "result_json") else None
+    if not isinstance(result, dict) or not isinstance(result.get("payment_history"), list):
+        return None
+    world = ev.world_before(call.message_index)
+    rid, oid = result.get("reservation_id"), result.get("order_id")
+    before = world.reservations.get(rid) if isinstance(rid, str) else world.orders.get(oid) if isinstance(oid, str) else None
+    if not isinstance(before, dict) or not isinstance(before.get("payment_history"), list):
+        return None
+    added = result["payment_history"][len(before["payment_history"]) :]
+    amounts = [p.get("amount") for p in added if isinstance(p, dict) and p.get("transaction_type", "payment") == "payment"]  # retail logs refunds as positive
+    return [float(a) for a in amounts if isinstance(a, (int, float))]
+
+
+def _quoted_charge(ev: Evidence) -> bool:
+    """A charge or refund the write made that no figure of the agent's last message before it states."""
+    for call in ev.writes:
+        amounts = new_payments(ev, call)
+        if not amounts or len(amounts) != 1 or amounts[0] < 1:
+            continue  # a refund goes back by the policy's route; only a charge the user agreed to is compared
+        made = amounts[0]
+        quote = next((u for u in reversed(ev.said) if u.role == "assistant" and u.index <= call.message_index), None)
+        if quote is None:
+            continue
+        stated = [_number(m) for s in sentences(quote.text) if _CHARGE_WORDS.search(s) and not _NOT_A_CHARGE.search(s) for m in re.findall(_AMOUNT, s)]
+        every = [_number(m) for m in re.findall(_AMOUNT, quote.text)]
+        passengers = max(1, len((ev.world_before(call.message_index).reservations.get(str((call.arguments or {}).get("reservation_id"))) or {}).get("passengers") or []))
+        if not stated or any(abs(v * k - made) < 1 for v in every for k in range(1, passengers + 1)):
+            continue
+        ev.add(DATA, LACKING, f"{call.name} charged ${made:g}, but the agent's message before it stated {', '.join(f'${v:g}' for v in stated[:4])}",
+               rule="charge_differs_from_quote", at=call.message_index, values={"made": amounts[0], "stated": stated[:6], "quoted_at": quote.index},
+               confidence=TEXT)  # fmt: skip
+        return True
+    return False
+
+
 def judge(ev: Evidence) -> None:
+    if _quoted_charge(ev):
+        return
     for utterance in ev.said:
         if utterance.role != "assistant":
             continue
