@@ -1,16 +1,21 @@
-"""The offline labeler on real agents' trajectories: 123 τ²-bench airline and retail runs of published agents
+"""The offline labeler on real agents' trajectories: 164 τ²-bench airline and retail runs of published agents
 (``tests/analyze/real``: MIT-licensed data from sierra-research/tau2-bench), each read by hand against the policy and
 the task's gold: the outcome, whose fault a failure is, and the capabilities the agent lacked, with a reason each.
 
-The set was drawn and split (tune 82, holdout 41) by fixed seeds before any rule ran on it. The rules and the trust
-calibration (``rule_trust.json``) were developed on the tune part; the holdout was scored once, with the rules
-frozen (``measured.json``):
+The set was drawn and split by fixed seeds before any rule ran on it: tune (82) and a first holdout (41), and later,
+after that holdout had been scored, a fresh ``holdout2`` (41: whissle, the SFT GPT-4.1 on airline, a second Claude
+Opus 4.6 submission, Claude Sonnet 4.6, DeepSeek, and retail successes), labelled and committed before any rule ran
+on it. The first holdout scored 5/10 recall and 8/11 precision with the rules frozen; it has been tuning data since,
+with tune (and ``rule_trust.json`` is calibrated on both). ``holdout2`` was scored once, with the rules frozen
+(``measured.json``):
 
-- tune: 19/28 agent-caused failures with a right label (recall 0.68), 23/26 LACKING labels right (precision 0.88),
+- tune: 20/28 agent-caused failures with a right label (recall 0.71), 24/27 LACKING labels right (precision 0.89),
   18/19 other failures spared, 2/35 successes blamed;
-- holdout: 5/10 (recall 0.50), 8/11 (precision 0.73), 12/14 other failures spared, 0/17 successes blamed.
+- first holdout (now tuning data): 5/10 (recall 0.50), 8/10 (precision 0.80), 13/14 spared, 0/17 blamed;
+- holdout2: 8/17 (recall 0.47), 11/14 (precision 0.79), 9/9 other failures spared, 2/15 successes blamed (with the
+  rules as they were before the first holdout became tuning data: 7/17, 10/12, 9/9, 1/15).
 
-The holdout meets the issue's bars on failures that are not the agent's (at least 8 of every 11 spared) and on
+holdout2 meets the issue's bars on failures that are not the agent's (at least 8 of every 11 spared) and on
 successes (at most 2 of every 15 blamed), and misses them on recall (0.70) and precision (0.80): those two tests are
 strict xfails that say so, and turn into failures the day the figures reach the bars, so this docstring and the
 figures must then be updated.
@@ -69,9 +74,14 @@ def rows() -> list[dict]:
 
 def test_the_set_is_real_labelled_by_hand_and_split_before_tuning(rows):
     agents = Counter(r["agent"] for r in rows)
-    assert len(rows) >= 120 and len(agents) >= 4 and {r["domain"] for r in rows} == {"airline", "retail"}
+    assert len(rows) >= 160 and len(agents) >= 4 and {r["domain"] for r in rows} == {"airline", "retail"}
     split = json.loads(SPLIT.read_text())
-    assert {r["id"]: r["split"] for r in rows} == split and Counter(split.values())["holdout"] * 3 >= len(split) - 3
+    assert {r["id"]: r["split"] for r in rows} == split
+    assert Counter(split.values())["holdout"] >= 40 and Counter(split.values())["holdout2"] >= 40
+    fresh = [r for r in rows if r["split"] == "holdout2"]
+    assert len({r["agent"] for r in fresh}) >= 4 and {r["domain"] for r in fresh} == {"airline", "retail"}
+    old_sources = {r["id"].split(":")[0] for r in rows if r["split"] != "holdout2"}
+    assert sum(r["id"].split(":")[0] not in old_sources for r in fresh) >= len(fresh) * 3 // 4  # mostly sources never used before
     catalogue = set(builtin_names())
     for r in rows:
         assert r["outcome"] in ("success", "failure") and r["cause"] in ("agent", "user_simulator", "task", "none"), r["id"]
@@ -105,31 +115,35 @@ def test_shipped_figures_equal_a_recomputation():
 
 
 def test_failures_that_are_not_the_agents_are_spared_on_the_holdout(scored):
-    f = scored.figures("holdout")
-    assert f.other_failures >= 11 and f.spared / f.other_failures >= SPARED_BAR, f.unspared
+    """holdout2 has 9 failures that are not the agent's (the draw gave no more): the bar is the ratio."""
+    f = scored.figures("holdout2")
+    assert f.other_failures >= 9 and f.spared / f.other_failures >= SPARED_BAR, f.unspared
 
 
 def test_successes_are_not_blamed_on_the_holdout(scored):
-    f = scored.figures("holdout")
+    f = scored.figures("holdout2")
     assert f.successes >= 15 and f.blamed / f.successes <= BLAMED_BAR, f.wrong
 
 
-@pytest.mark.xfail(strict=True, reason="holdout recall 0.50 (5/10) is below the issue's bar of 0.70; see measured.json")
+@pytest.mark.xfail(strict=True, reason="holdout2 recall 0.47 (8/17) is below the issue's bar of 0.70; see measured.json")
 def test_recall_on_the_holdout_reaches_the_bar(scored):
-    f = scored.figures("holdout")
+    f = scored.figures("holdout2")
     assert f.recall >= RECALL_BAR, f.misses
 
 
-@pytest.mark.xfail(strict=True, reason="holdout precision 0.73 (8/11) is below the issue's bar of 0.80; see measured.json")
+@pytest.mark.xfail(strict=True, reason="holdout2 precision 0.79 (11/14) is below the issue's bar of 0.80; see measured.json")
 def test_precision_on_the_holdout_reaches_the_bar(scored):
-    f = scored.figures("holdout")
+    f = scored.figures("holdout2")
     assert f.precision >= PRECISION_BAR, f.wrong
 
 
-def test_tune_figures_hold(scored):
-    """The part the rules were developed on stays where it is (a regression guard, not a claim)."""
+def test_tuning_figures_hold(scored):
+    """The parts the rules were developed on (tune, and the first holdout since it was scored) stay where they are
+    (a regression guard, not a claim)."""
     f = scored.figures("tune")
-    assert f.recall >= 0.65 and f.precision >= 0.85 and f.spared >= 18 and f.blamed <= 2, f.line()
+    assert f.recall >= 0.70 and f.precision >= 0.85 and f.spared >= 18 and f.blamed <= 2, f.line()
+    f = scored.figures("holdout")
+    assert f.recall >= 0.50 and f.precision >= 0.80 and f.spared >= 13 and f.blamed == 0, f.line()
 
 
 def test_the_report_states_the_measured_floor_and_labels_agreement(tmp_path: Path, rows):
@@ -144,7 +158,7 @@ def test_the_report_states_the_measured_floor_and_labels_agreement(tmp_path: Pat
     plain = runner.invoke(app, ["analyze", *files, "--out", str(tmp_path / "a"), "--bootstrap", "0"])
     assert plain.exit_code == 0, plain.output
     report = CapabilityReport.model_validate_json((tmp_path / "a" / "capabilities.json").read_text())
-    holdout = measured()["figures"]["holdout"]
+    holdout = measured()["figures"]["holdout2"]  # the freshest holdout is the floor a report states
     assert report.agreement["source"] == "measured" and report.agreement["holdout"] == holdout
     assert f"recall {holdout['recall']:.2f}" in " ".join(plain.output.split())
     assert "## Labeler agreement" in (tmp_path / "a" / "report.md").read_text()
@@ -169,7 +183,7 @@ def test_hand_labels_file_is_read_as_the_report_reads_it():
         pytest.skip(why)
     hand = load_hand_labels(LABELS)
     assert len(hand) >= 120 and all(h.right >= set(h.lacking) for h in hand.values())
-    assert {h.split for h in hand.values()} == {"tune", "holdout"}
+    assert {h.split for h in hand.values()} == {"tune", "holdout", "holdout2"}
 
 
 RULE_CASES = [
@@ -182,12 +196,14 @@ RULE_CASES = [
     ("airline_claude-opus-4-6:23#0", "cancelled_not_rebooked", True),
     ("airline_gpt-4.1:19#0", "cancelled_not_rebooked", False),  # "I would rather rebook later"
     ("airline_gpt-oss-120b:21#0", "value_seen_nowhere", False),  # ids read by an earlier call of a merged batch
+    ("airline_gpt-4o:10#0", "charge_differs_from_quote", True),  # quoted $495 for the changed legs, charged $1302 for the whole trip
+    ("airline_o3:44#0", "charge_differs_from_quote", False),  # three upgrades, each charged as quoted
 ]
 
 
 @pytest.mark.parametrize(("tid", "rule", "fires"), RULE_CASES)
 def test_rules_written_from_real_failures(scored, tid, rule, fires):
-    """Each rule added for issue 34, on the tune trajectory that motivated it (and one it must leave alone)."""
+    """Each rule added for issue 34, on the tuning trajectory that motivated it (and one it must leave alone)."""
     from factory.analyze.offline import OfflineLabeler
 
     trajectory = scored.trajectories[tid]
