@@ -16,13 +16,15 @@ hand with reasons before the rules were tuned. Three parts:
 Figures now (the issue's bars: at least 70% of agent-caused failures with a right label, at least 80% of
 LACKING labels right, failures that are not the agent's spared, successes not blamed):
 
-- all 88: 45/52 agent-caused failures with a right label (0.87), 49/49 LACKING labels right (1.00), 8/8 other
+- all 88: 44/52 agent-caused failures with a right label (0.85), 48/48 LACKING labels right (1.00), 8/8 other
   failures spared, 0/28 successes blamed;
-- tune 20/21 and 23/23; holdout 19/22 and 20/20; fresh 6/9 (0.67, below the bar on its own) and 6/6.
+- tune 20/21 and 23/23; holdout 18/22 and 19/19; fresh 6/9 (0.67, below the bar on its own) and 6/6.
 
 Before issue 34 the figures were 0.92 and 0.98 (holdout 21/22): three rules that were wrong more often than right on
 real agents' trajectories (``tests/analyze/real``, ``rule_trust.json``) now abstain, and three of these team-written
-cases (a forgotten confirmed change, two misquoted totals) lose their label with them.
+cases (a forgotten confirmed change, two misquoted totals) lose their label with them. Since the real set's first
+holdout became tuning data, the rule that judges an allowance stated without reading the membership (wrong 2 of 3
+times on real trajectories) abstains too, and ``air-05-trusts-gold-claim`` loses its label (holdout 19/22 -> 18/22).
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def test_figures_on_the_whole_set(scored):
     assert f.agent_failures >= 50 and f.successes >= 25 and f.other_failures >= 8
 
 
-@pytest.mark.parametrize(("split", "recall", "precision"), [("tune", 0.95, 0.95), ("holdout", 0.85, 0.9), ("fresh", 0.6, 0.8)])
+@pytest.mark.parametrize(("split", "recall", "precision"), [("tune", 0.95, 0.95), ("holdout", 0.8, 0.9), ("fresh", 0.6, 0.8)])
 def test_figures_on_each_part(scored, split, recall, precision):
     """Each part just under its figure today (see the module docstring): the fresh part, scored once with the rules
     frozen, is below the issue's recall bar on its own, and says so."""
