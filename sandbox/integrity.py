@@ -10,7 +10,10 @@ changed.
 
 This is a check against Python-level tampering, not a boundary: code that escapes to native level (ctypes)
 controls its own process and so its own replies, which the shim relays as that process's answer and the host
-validates by shape. The sandbox is the boundary.
+validates by shape. It compares states between calls, so plain Python that changes trusted code and puts it
+back before the call returns is not seen either (``tests/gate/test_takeover.py`` rewrites the engine's reward
+for one call so): what keeps such rewards from a verdict or training is the gate playing episodes as training
+does, and the reward audit. The sandbox is the boundary.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ object, with a new env instance, at every ``reset`` and before every call only t
 the two solutions, ``derive_truth``; :class:`GateEnv`). Class attributes, module globals and instance
 attributes start clean each episode, in the gate and in training alike, so an env cannot count episodes,
 notice consecutive seeds or remember that the gate called a solution. What env code could still reach
-beyond its own module (the SDK, kits, stdlib modules, builtins) is refused by the lint and, for rebinding,
-by the worker's integrity check (``sandbox.integrity``); see ARCHITECTURE.md, "No state survives an episode".
+beyond its own module (the SDK, kits, stdlib modules, builtins) does not outlive the episode's process (below)
+and, for rebinding between calls, is caught by the worker's integrity check (``sandbox.integrity``; the lint is a
+quality filter and refuses none of it); see ARCHITECTURE.md, "No state survives an episode".
 
 Under the shim's fresh processes (``sandbox.template``) each episode and each other call runs in a process of its
 own, forked from one that only ran :func:`prepare`; the gate's probes then play episodes through

@@ -11,7 +11,8 @@ worker), and a call's wall timeout allows for a busy machine; the gate's per-cal
 an env's calls cheap. A worker that dies anyway is replaced and its episode replayed from its seed on the
 new worker (the env is deterministic - the gate checks it): the first observation must hash the same,
 then the episode's actions so far are stepped again and the failed call retried. Only an episode whose
-replays keep failing ends as an ``infrastructure_error``.
+replays keep failing ends as an ``infrastructure_error``. A call that stalled (``env_registry.hosted.EnvStalled``:
+the env's own fault, past its step deadline) is not replayed: it would stall again; the episode ends there.
 
 Every episode that ends is offered to the reward audit (:mod:`env_registry.audit`): a share of them is replayed
 on a fresh worker, on a thread of its own while the trainer goes on; :meth:`EnvPool.audit_check` raises
@@ -31,6 +32,7 @@ from pydantic import ValidationError
 
 from env_registry.audit import Auditor, Step
 from env_registry.audit import Episode as AuditedEpisode
+from env_registry.hosted import EnvStalled
 from sandbox import SandboxLimits, WorkerBadReply
 from schemas.errors import validation_message
 from schemas.wire import CheckedInfo, StepInfo
@@ -286,6 +288,10 @@ class EnvPool:
                 return EnvOutcome(None, str(exc))
             except WorkerBadReply as exc:  # a malformed answer, refused at the wall: the worker stays usable
                 return EnvOutcome(None, f"the env sent a malformed answer ({' '.join(str(exc).split())[:500]})")
+            except EnvStalled as exc:  # the env's own fault, and deterministic: a replay would only stall again
+                self.crashes.append(_describe(exc))
+                self._retire(slot)  # its worker was killed; the slot's next episode starts a fresh one
+                return EnvOutcome(None, str(exc))
             except Exception as exc:  # sandbox died, timed out, or the env raised: this episode only
                 failures.append(_describe(exc))
                 self.crashes.append(failures[-1])

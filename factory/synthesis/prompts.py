@@ -36,11 +36,15 @@ EXAMPLE_FOR_TARGET = {
 CONTRACT = """\
 ## The env contract
 The module imports only `from trace_env import sdk`, the world kits (`from trace_env.kits import {kits}`) and these
-pure stdlib modules: {modules}. No file, network, process, clock or introspection access: no `open`, `eval`, `exec`,
-`compile`, `__import__`, `globals`, `vars`, `getattr`/`hasattr`/`setattr`, `id()`, `time`, `os`, `sys`, no
-`datetime.now()`/`date.today()` (scenario times come from `self.rng(seed)`), no name or attribute starting with `_`
-(define helpers as plain functions or methods without underscores), no stores to module attributes, and nothing
-whose result depends on set iteration order or `hash()` of strings (iterate lists, or `sorted(...)`).
+pure stdlib modules: {modules}. The static check is a quality filter (the sandbox, a fresh process for every
+episode and the replay of training's episodes on a fresh worker hold env code in, not the lint): it refuses any
+other import (`time`, `os`, `sys`, `uuid`, `pathlib`...), relative imports and `__import__()`, clock reads
+(`datetime.now()`, `date.today()`, `.utcnow()`: scenario times come from `self.rng(seed)`), the process-wide random
+generator (`random.choice(...)` and the like, `random.Random()` without a seed: draw from `self.rng(seed)`),
+`hash()` (string hashes change with every worker) and `id()`. Other Python is allowed. An env is pure computation
+over its scenario: it reads no file, network, process or clock (the sandbox has none), keeps nothing between
+episodes (each runs in a fresh process), and lets nothing depend on set iteration order (iterate lists, or
+`sorted(...)`).
 
 It defines exactly one subclass of `sdk.TaskEnv` and ends with `ENV = <ThatClass>`. The class sets:
 - `capability = "{capability}"`, `target = "{target}"`, `description` (one paragraph), `tool_names` (a subset
@@ -79,7 +83,8 @@ It defines exactly one subclass of `sdk.TaskEnv` and ends with `ENV = <ThatClass
 
 GATE_RULES = """\
 ## The validation gate your module must pass (run in sandboxes; seeds are drawn at random on every run)
-- static: only the allowed imports and constructs above.
+- static: a quality filter; the module parses and uses only the allowed imports, no clock, no process-wide
+  random generator, no `hash()` or `id()` (above).
 - schema fidelity: tool schemas come from the target profile unchanged, descriptions included (do not override
   `tools()`); every call in your reference solution must validate against its schema. (An env that trains on tools
   of its own sets `tool_domain` and `tool_schemas`; then each schema must match its method's parameters.)

@@ -57,3 +57,31 @@ def test_prompt_states_every_check_of_the_gate() -> None:
     gate = prompt[prompt.index("## The validation gate"):]
     missing = [name for name in CHECK_NAMES if name != "interface" and f"- {name.replace('_', ' ')}:" not in gate.lower()]
     assert missing == [], missing
+
+
+#: What the contract says the static check refuses, each as a line the check must refuse (issue 32: the lint is a
+#: quality filter; the prompt must not teach refusals it no longer makes, nor leave out the ones it does).
+REFUSED = {"`time`": "import time", "`os`": "import os", "`sys`": "import sys", "`uuid`": "import uuid",
+           "`pathlib`": "import pathlib", "`__import__()`": "m = __import__('json')",
+           "relative imports": "from . import sdk", "`datetime.now()`": "import datetime\nx = datetime.datetime.now()",
+           "`date.today()`": "import datetime\nx = datetime.date.today()", "`.utcnow()`": "import datetime\nx = datetime.datetime.utcnow()",
+           "`random.choice(...)`": "import random\nx = random.choice([1, 2])", "`random.Random()` without a seed": "import random\nr = random.Random()",
+           "`hash()`": "x = hash('a')", "`id()`": "x = id(object())"}
+#: Valid Python the old strict lint refused and the prompt no longer forbids.
+ALLOWED = {"getattr": "x = getattr(object(), 'y', 1)", "setattr": "class A:\n    pass\nsetattr(A, 'b', 1)",
+           "three-argument type": "T = type('T', (), {'a': 1})", "underscores": "def _helper():\n    return 1",
+           "a template chosen at run time": "x = ['{0}', '{0}!'][1].format(2)", "module stores": "import math\nmath.tau2 = 1"}
+
+
+def test_the_contract_is_true_to_the_static_check() -> None:
+    from factory.validation.static import check_source
+
+    prompt = generation_prompt(Capability(name="refund_rule", description="x"), load_target("tau2-airline"), ValidationConfig())
+    contract = prompt[prompt.index("## The env contract"):prompt.index("It defines exactly one subclass")]
+    for said, line in REFUSED.items():
+        assert said in contract, said
+        assert check_source(line), f"the contract says the static check refuses {said}, and it passes: {line!r}"
+    for what, line in ALLOWED.items():
+        assert check_source(line) == [], (what, check_source(line))
+    for old in ("`getattr`", "`eval`", "`exec`", "`globals`", "`vars`", "starting with `_`", "module attributes"):
+        assert old not in contract, f"the contract still forbids {old}, which the static check passes"
