@@ -175,6 +175,7 @@ def test_context_limit_and_dead_sandbox_end_only_their_episode(policy, pool) -> 
     rollouts, _ = collect_groups(engine, chat, pool, [5], 2, short)
     assert all(r.termination == "context_limit" and not r.trainable for r in rollouts if r.turns == 1 and r.ended_by is None)
     assert any(r.termination == "context_limit" for r in rollouts)
+    pool.reset([0, 1, 2], [6, 6, 6])  # three live slots whatever ran before on this module's pool
     envs_before = list(pool.envs)
     pool.envs[1].unwrapped.runner.hosted.worker.close()  # the sandbox of episode 1 dies before its reset
     replaced = pool.replaced
