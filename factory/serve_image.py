@@ -27,7 +27,7 @@ import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from pydantic import BaseModel
 
@@ -211,6 +211,18 @@ def present_hash(tag: str) -> str | None:
         return None
 
 
+def _remove_untagged(client: Any, image_id: str | None) -> None:
+    """The image a rebuild replaced, once no tag names it: each is as big as the new one (about 750 MB), and
+    every source change rebuilds. Left alone where a container still uses it, or another tag names it."""
+    if image_id is None:
+        return
+    try:
+        if not client.images.get(image_id).tags:
+            client.images.remove(image_id)
+    except Exception:  # noqa: BLE001 - in use, or already gone: nothing to reclaim now
+        return
+
+
 def build(tag: str = DEFAULT_TAG, if_missing: bool = False, progress: Progress = _quiet) -> ServeImageBuild:
     """Build the image (``if_missing``: only where no image of the same content hash has that tag)."""
     progress("finding what factory serve imports")
@@ -244,7 +256,12 @@ def build(tag: str = DEFAULT_TAG, if_missing: bool = False, progress: Progress =
             'ENTRYPOINT ["python", "-m", "factory.cli", "serve", "--host", "0.0.0.0", "--port", "8000"]',
             f"LABEL {LABEL}={digest}",
         ]
+        try:
+            replaced = client.images.get(tag).id
+        except Exception:  # noqa: BLE001 - no image of that tag yet
+            replaced = None
         client.api.import_image(src=str(tar_path), repository=repo, tag=version, changes=changes)
+    _remove_untagged(client, replaced)
     return ServeImageBuild(tag=tag, built=True, image_id=client.images.get(tag).id, content_hash=digest,
                            seconds=round(time.monotonic() - t0, 1), size_mb=size_mb, files=files, distributions=names)
 
