@@ -28,7 +28,7 @@ from typing import Any
 from trace_env import gate_probe, gate_world
 from trace_env import sdk as _sdk
 from trace_env.loader import EnvProgram
-from trace_env.engine import EpisodeRunner
+from trace_env.engine import EpisodeRunner, warm_shipped_targets
 from trace_env.sdk import Episode, Scenario, TaskEnv, ToolRecord, Turn
 
 _state: dict[str, Any] = {}
@@ -127,6 +127,7 @@ def prepare(params: dict[str, Any]) -> dict[str, Any]:
     install_legacy_sdk_alias()
     _state["program"] = EnvProgram(params["source"], module_name=params.get("module_name"))
     _state["prepared"] = (params["source"], params.get("module_name"))
+    warm_shipped_targets()
     return {"prepared": True}
 
 
