@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal, Sequence
 
 Outcome = Literal["pass", "fail", "inconclusive"]
@@ -77,6 +78,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1 - tail if t >= 0 else tail
 
 
+@lru_cache(maxsize=4096)
 def t_ppf(q: float, df: float) -> float:
     """The ``q`` quantile of Student's t with ``df`` degrees of freedom."""
     if q == 0.5:
@@ -90,6 +92,7 @@ def t_ppf(q: float, df: float) -> float:
 
 
 # --- intervals -----------------------------------------------------------------------------------------------
+@lru_cache(maxsize=16384)  # a pure function the exploit search asks again and again for the same counts
 def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
     """Bounds on a share from ``k`` successes in ``n`` trials, each wrong with chance at most ``alpha``."""
     if n <= 0:
