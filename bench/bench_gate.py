@@ -1,6 +1,6 @@
 """Gate benchmark: the full validation gate per blueprint (and the example and tiny envs), before and after.
 
-    python bench/bench_gate.py [--baseline REF] [--runs 3] [--hog] [--backend bwrap] [--only name,...] [--json out.json]
+    python bench/bench_gate.py [--baseline REF] [--runs 3] [--hog] [--cpu] [--backend bwrap] [--only name,...] [--json out.json]
 
 Each gate run is its own process (``python bench/bench_gate.py --one ENV``), so imports and caches do not carry
 over. With ``--baseline REF`` the same envs are validated by the tree of git revision REF too (extracted with
@@ -8,7 +8,8 @@ over. With ``--baseline REF`` the same envs are validated by the tree of git rev
 figures to compare are the ratios of the two. ``--hog`` keeps one busy-looping process beside the gate (a
 machine that is not idle). Per env it prints the median wall seconds of each tree, the CPU seconds of the host
 process and (where the tree reports it) of the env workers, and the share of the new tree's time spent in the
-exploit search; then the medians over envs. Not a test: wall times depend on the machine.
+exploit search; then the medians over envs. ``--cpu`` adds each run's CPU over all its processes (``perf stat``), the
+figure to compare on a shared machine, and the episodes the gate played. Not a test: wall times depend on the machine.
 """
 
 from __future__ import annotations
@@ -54,20 +55,30 @@ def one(env: str, backend: str, run_seed: int) -> None:
     closest = None if found is None or "closest" not in found.data else {
         k: found.data[k] for k in ("closest", "closest_family", "closest_mean_share", "closest_match_share")}
     print(json.dumps({"status": report.status, "seconds": round(wall, 3), "host_cpu": round(host, 3), "worker_cpu": workers, "checks": checks, "closest_exploit": closest,
+                      "episodes": sum(c.episodes for c in report.checks),
                       "failures": [f"{c.name}: {c.message[:120]}" for c in report.failures() if not getattr(c, "inconclusive", False)],
                       "inconclusive": [f"{c.name}: {c.message[:200]}" for c in report.checks if getattr(c, "inconclusive", False)],
                       "starved": getattr(report, "starved", None)}))
 
 
-def run(tree: Path, env: str, backend: str, run_seed: int) -> dict:
+def run(tree: Path, env: str, backend: str, run_seed: int, cpu: bool = False) -> dict:
+    """One gate run in its own process; with ``cpu``, under ``perf stat``, whose task-clock counts every process
+    of the run (host, shims, templates and each episode's process, reaped or not): the CPU the gate cost, which,
+    unlike its wall time, a shared machine's load hardly moves."""
     target = str(EXTRA[env]) if env in EXTRA else env
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--one", target, "--backend", backend,
-                           "--run-seed", str(run_seed)], cwd=tree, capture_output=True, text=True,
+    command = [sys.executable, str(Path(__file__).resolve()), "--one", target, "--backend", backend, "--run-seed", str(run_seed)]
+    if cpu:
+        command = ["perf", "stat", "-x", ",", "-e", "task-clock", "--", *command]
+    done = subprocess.run(command, cwd=tree, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}, timeout=900)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
         raise RuntimeError(f"{tree.name}/{env}: {done.stderr.strip()[-500:]}")
-    return json.loads(lines[-1])
+    result = json.loads(lines[-1])
+    clock = [line.split(",") for line in done.stderr.splitlines() if ",task-clock" in line]
+    if clock and clock[-1][0].replace(".", "", 1).isdigit():
+        result["total_cpu"] = round(float(clock[-1][0]) / 1000, 2)
+    return result
 
 
 def hog(stop: multiprocessing.Event) -> None:  # type: ignore[valid-type]
@@ -84,6 +95,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--only", default="", help="comma-separated env names (blueprints, tiny_checked, cancellation_eligibility)")
     parser.add_argument("--run-seed", type=int, default=12345, help="the gate's run_seed (the same seeds in every run)")
+    parser.add_argument("--cpu", action="store_true", help="also measure each run's total CPU (all its processes) with perf stat")
     parser.add_argument("--one", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -115,7 +127,7 @@ def main() -> None:
             for index in range(args.runs):
                 order = list(trees) if index % 2 == 0 else list(reversed(trees))
                 for name in order:
-                    results[name].append(run(trees[name], env, args.backend, args.run_seed))
+                    results[name].append(run(trees[name], env, args.backend, args.run_seed, args.cpu))
             row = {"env": env, "load": round(os.getloadavg()[0], 1)}
             for name, items in results.items():
                 wall = statistics.median(r["seconds"] for r in items)
@@ -125,14 +137,20 @@ def main() -> None:
                 row[name] = {"seconds": round(wall, 2), "host_cpu": round(host, 2),
                              "worker_cpu": round(statistics.median(workers), 2) if workers else None,
                              "exploit_share": round(exploit / wall, 3) if wall else 0, "status": items[-1]["status"],
+                             "episodes": items[-1].get("episodes"),
+                             "total_cpu": statistics.median(r["total_cpu"] for r in items) if all("total_cpu" in r for r in items) else None,
                              "closest_exploit": items[-1].get("closest_exploit"),
                              "failures": items[-1]["failures"]}
             rows.append(row)
             parts = [f"{name} {row[name]['status']} {row[name]['seconds']:5.1f}s (host cpu {row[name]['host_cpu']:4.1f}s"
-                     + (f", workers {row[name]['worker_cpu']:4.1f}s" if row[name]["worker_cpu"] is not None else "") + ")"
+                     + (f", workers {row[name]['worker_cpu']:4.1f}s" if row[name]["worker_cpu"] is not None else "")
+                     + (f", all {row[name]['total_cpu']:4.1f}s" if row[name]["total_cpu"] is not None else "")
+                     + (f", {row[name]['episodes']} episodes" if row[name]["episodes"] is not None else "") + ")"
                      for name in trees]
             extra = f"  exploit search {row['new']['exploit_share']:.0%} of the gate"
             ratio = f"  new/base {row['new']['seconds'] / row['base']['seconds']:.2f}" if "base" in row else ""
+            if "base" in row and row["new"]["total_cpu"] and row["base"]["total_cpu"]:
+                ratio += f" (cpu {row['new']['total_cpu'] / row['base']['total_cpu']:.2f})"
             print(f"{env:28s} " + " | ".join(parts) + ratio + extra + f"  (load {row['load']})", flush=True)
             closest = row["new"].get("closest_exploit")
             if closest:
@@ -151,6 +169,9 @@ def main() -> None:
               f"{', one CPU hog beside it' if args.hog else ''})")
     if "base" in trees:
         print(f"median new/base wall ratio: {statistics.median(r['new']['seconds'] / r['base']['seconds'] for r in rows):.2f}")
+        if all(r[name]["total_cpu"] for r in rows for name in trees):
+            print(f"median new/base CPU ratio (every process of the run): "
+                  f"{statistics.median(r['new']['total_cpu'] / r['base']['total_cpu'] for r in rows):.2f}")
     print(f"exploit search share of the new gate: median {statistics.median(r['new']['exploit_share'] for r in rows):.0%}, "
           f"max {max(r['new']['exploit_share'] for r in rows):.0%}")
     if args.json:

@@ -277,7 +277,13 @@ class Shim:
         if not self.fresh:
             return self._on(self.first, method, params)
         if method == "usage":
-            return b'"result":' + _encode({"cpu_s": round(_cpu_s(), 3)}) + b"}"
+            from sandbox import template
+
+            try:  # the env processes are the template's children: its figure holds theirs
+                spent = _cpu_s() + self.template.cpu_s()
+            except template.TemplateDied as exc:
+                raise ProtocolViolation(str(exc)) from None
+            return b'"result":' + _encode({"cpu_s": round(spent, 3)}) + b"}"
         if method in EPISODE_CALLS and self.episode is not None:
             return self._on(self.episode, method, params)
         if method in ("reset", "load"):

@@ -17,7 +17,8 @@ frames above the handler in an env process are the same whatever asked for it, g
 The shim talks to the template over a private socket pair: ``P`` + a length-prefixed JSON ``load`` request
 (answered with the handler's ``prepare`` result or its error), and ``F`` with two pipe fds (``SCM_RIGHTS``):
 fork a process on them (it sends the worker's ready line on its pipe); ``W`` + a pid: that process's exit
-status, which the shim asks for when its pipe closed during a call. The template collects the others at each
+status, which the shim asks for when its pipe closed during a call; ``U``: the CPU seconds of the template and the
+processes it collected (the worker's ``usage``). The template collects the others at each
 fork and keeps nothing of them.
 """
 
@@ -33,7 +34,7 @@ import sys
 from typing import Any
 
 _HEADER = struct.Struct(">Q")
-_FORK, _PREPARE, _STATUS = b"F", b"P", b"W"
+_FORK, _PREPARE, _STATUS, _USAGE = b"F", b"P", b"W", b"U"
 
 
 class TemplateDied(Exception):
@@ -87,6 +88,15 @@ class Template:
             socket.send_fds(self.sock, [_FORK], [request_r, reply_w])
         except OSError:
             raise TemplateDied("the template process exited") from None
+
+    def cpu_s(self) -> float:
+        """CPU seconds of the template and of every env process it collected (they are its children, not the
+        shim's: the shim's own rusage never sees them)."""
+        try:
+            self.sock.sendall(_USAGE)
+        except OSError:
+            raise TemplateDied("the template process exited") from None
+        return float(self._message().get("cpu_s") or 0.0)
 
     def status(self, pid: int, wait: bool) -> int | None:
         """The wait status of env process ``pid`` once it exited (None: it runs on, unless ``wait``)."""
@@ -208,6 +218,9 @@ def _template_main(sock: socket.socket, handler: str, checked: bool, shim: int, 
                 _env_process(fds[0], fds[1], sock, methods, snapshot, checked, close_above, info)
             os.close(fds[0])
             os.close(fds[1])
+        elif op == _USAGE:
+            _collect()
+            _send(sock, {"cpu_s": _cpu_s()})
         elif op == _STATUS:
             asked = _exactly(sock, _HEADER.size + 1)
             if asked is None:
@@ -227,6 +240,13 @@ def _collect() -> None:
             return
         if pid == 0:
             return
+
+
+def _cpu_s() -> float:
+    import resource
+
+    own, done = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
 
 
 def _status(pid: int, wait: bool) -> int | None:

@@ -93,6 +93,18 @@ def _validator(parameters: Any) -> Any:
     return found
 
 
+def warm_shipped_targets() -> None:
+    """Parse every shipped target profile and build its tools' validators now, in the template process
+    (:mod:`sandbox.template`, at ``load``; no env code involved): every episode process forked from it then finds
+    them made instead of reading, parsing and compiling them again at each ``reset``. What a process does to its
+    copy stays in that process."""
+    from trace_env import targets
+
+    for target_id in targets.builtin_target_ids():
+        for tool in targets._profile(target_id)["tools"]:
+            _validator(tool["function"].get("parameters", {}))
+
+
 class EpisodeRunner:
     """Runs episodes of one env. Not thread-safe: one runner per concurrent episode."""
 

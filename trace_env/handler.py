@@ -29,7 +29,7 @@ from typing import Any
 from trace_env import gate_probe, gate_world
 from trace_env import sdk as _sdk
 from trace_env.loader import EnvProgram
-from trace_env.engine import EpisodeRunner
+from trace_env.engine import EpisodeRunner, warm_shipped_targets
 from trace_env.sdk import Episode, Scenario, TaskEnv, ToolRecord, Turn
 
 _state: dict[str, Any] = {}
@@ -128,6 +128,7 @@ def prepare(params: dict[str, Any]) -> dict[str, Any]:
     install_legacy_sdk_alias()
     _state["program"] = EnvProgram(params["source"], module_name=params.get("module_name"))
     _state["prepared"] = (params["source"], params.get("module_name"))
+    warm_shipped_targets()
     return {"prepared": True}
 
 
@@ -274,6 +275,7 @@ class _RemoteDriver:
     def __init__(self) -> None:
         self._record: dict[str, Any] | None = None
         self._episode: Episode | None = None
+        self._seed = 0
 
     def _call(self, method: str, params: dict[str, Any]) -> Any:
         try:
@@ -285,7 +287,7 @@ class _RemoteDriver:
             raise type(str(kind), (RuntimeError,), {})(str(exc)) from None
 
     def reset(self, seed: int) -> dict[str, Any]:
-        self._record, self._episode = None, None
+        self._record, self._episode, self._seed = None, None, seed
         return self._call("reset", {"seed": seed})
 
     def scenario(self, seed: int) -> Scenario:
@@ -299,14 +301,14 @@ class _RemoteDriver:
 
     def _recorded(self) -> dict[str, Any]:
         if self._record is None:
-            self._record = self._call("record", {})
+            self._record = self._call("record", {"with_scenario": False})
         return self._record
 
     def episode(self) -> Episode:
         if self._episode is None:
             data = self._recorded()
             self._episode = Episode(
-                scenario=Scenario(**data["scenario"]), state=data["state"], messages=data["messages"],
+                scenario=_Generated(self._seed), state=data["state"], messages=data["messages"],
                 tool_log=[ToolRecord(**r) for r in data["tool_log"]], steps=data["steps"],
                 user_turns=data["user_turns"], ended_by=data["ended_by"])
         return self._episode
@@ -320,6 +322,19 @@ class _RemoteDriver:
         return float(data["reset_ms"]), [float(ms) for ms in data["step_ms"]]
 
 
+class _Generated:
+    """An episode's scenario, generated in this process only if something reads it: the gate's probes read an
+    episode's state, transcript and tool log, so ``record`` leaves the scenario out (as much JSON as the state)."""
+
+    def __init__(self, seed: int) -> None:
+        self._seed, self._made = seed, None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._made is None:
+            self._made = _scenario(self._seed)
+        return getattr(self._made, name)
+
+
 def _driver(uncached: bool = False) -> Any:
     if _episode_calls:
         return _RemoteDriver()  # every reset is a fresh process: nothing is cached there
@@ -328,12 +343,14 @@ def _driver(uncached: bool = False) -> Any:
 
 def record(params: dict[str, Any]) -> dict[str, Any]:
     """The episode this process played, for the gate once it has ended: scenario, state, transcript, tool
-    log. Asked of an episode process only after its last reply; the process is ended right after."""
+    log (the scenario only unless ``with_scenario`` is false). Asked of an episode process only after its last
+    reply; the process is ended right after."""
     runner = _state.get("runner")
     if runner is None:
         raise RuntimeError("call 'reset' before 'record'")
     episode = runner.episode
-    return {"scenario": episode.scenario.to_dict(), "state": episode.state, "messages": episode.messages,
+    scenario = {"scenario": episode.scenario.to_dict()} if params.get("with_scenario", True) else {}
+    return {**scenario, "state": episode.state, "messages": episode.messages,
             "tool_log": [vars(r) for r in episode.tool_log], "steps": episode.steps,
             "user_turns": episode.user_turns, "ended_by": episode.ended_by, "env_errors": list(runner.env_errors),
             "reset_ms": _timings["reset_ms"], "step_ms": list(_timings["step_ms"])}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal, Sequence
 
 Outcome = Literal["pass", "fail", "inconclusive"]
@@ -77,6 +78,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1 - tail if t >= 0 else tail
 
 
+@lru_cache(maxsize=4096)
 def t_ppf(q: float, df: float) -> float:
     """The ``q`` quantile of Student's t with ``df`` degrees of freedom."""
     if q == 0.5:
@@ -90,6 +92,7 @@ def t_ppf(q: float, df: float) -> float:
 
 
 # --- intervals -----------------------------------------------------------------------------------------------
+@lru_cache(maxsize=16384)  # a pure function the exploit search asks again and again for the same counts
 def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
     """Bounds on a share from ``k`` successes in ``n`` trials, each wrong with chance at most ``alpha``."""
     if n <= 0:
@@ -194,6 +197,29 @@ def looks(first: int, cap: int, factor: int = 2) -> list[int]:
     while out[-1] < cap:
         out.append(min(cap, out[-1] * factor))
     return out
+
+
+def fewest_to_pass(threshold: float, alpha: float) -> int:
+    """The fewest seeds on which a ``min``-side share (k of n, at least ``threshold``) can pass at all: every one a
+    success, with its Clopper-Pearson low bound ``alpha ** (1 / n)`` reaching the threshold. A look at fewer seeds
+    can only fail or stay inconclusive."""
+    if threshold <= 0 or threshold >= 1:
+        return 1  # decided exactly (decide_share): one seed can pass
+    n = max(1, math.ceil(math.log(alpha) / math.log(threshold)))
+    while n > 1 and clopper_pearson(n - 1, n - 1, alpha)[0] >= threshold:
+        n -= 1
+    while clopper_pearson(n, n, alpha)[0] < threshold:
+        n += 1
+    return n
+
+
+def passable_looks(schedule: Sequence[int], threshold: float, alpha: float) -> list[int]:
+    """A ``min``-side schedule of looks with each look below :func:`fewest_to_pass` raised to it (capped at the
+    last look): a look that could not pass an env that passes every seed only delays the look that can. Never
+    more looks than ``schedule``, so the Bonferroni split planned for it still holds."""
+    cap = schedule[-1]
+    need = fewest_to_pass(threshold, alpha)
+    return sorted({min(cap, max(n, need)) for n in schedule})
 
 
 def sequential(counts: Sequence[tuple[int, int]], threshold: float, side: Side, alpha: float, max_looks: int,

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from factory.validation.stats import Decision, Side, decide_ratio, decide_share
+from factory.validation.stats import Decision, Side, decide_ratio, decide_share, passable_looks
 from schemas.validation import CheckResult, ValidationConfig
 
 ALPHA = 0.05
@@ -38,7 +38,8 @@ MORE_LOOKS = 3
 seeds again as the exploits concerned have (until they have ``max_seeds``)."""
 MAX_LOOKS = 4
 """Looks a sequential decision may take: necessity and GRPO signal look at their seeds and at twice as many up to
-three times, sensitivity at four times as many up to twice; the exploit search decides after its rounds of seeds
+three times, sensitivity at four times as many up to twice (a look on fewer seeds than an all-pass needs to clear
+its threshold is moved up to that many: ``passable``); the exploit search decides after its rounds of seeds
 and takes up to ``MORE_LOOKS`` more."""
 ALPHA_PER_LOOK = ALPHA / MAX_LOOKS
 
@@ -74,6 +75,13 @@ def judge_share(config: ValidationConfig, name: str, k: int, n: int, label: str 
         decision = decide_share(0, n, value, "max", ALPHA_PER_LOOK, label or entry.label)
         return Decision("pass", decision.estimate, decision.low, decision.high, value, "max", n, decision.label)
     return decide_share(k, n, value, entry.side, ALPHA_PER_LOOK, label or entry.label)
+
+
+def passable(config: ValidationConfig, name: str, schedule: Sequence[int]) -> list[int]:
+    """The looks of a ``min``-side sequential test, none before the first at which the figure could pass
+    (:func:`~factory.validation.stats.passable_looks`)."""
+    entry, value = _threshold(config, name)
+    return passable_looks(schedule, value, ALPHA_PER_LOOK) if entry.side == "min" else list(schedule)
 
 
 def judge_ratio(config: ValidationConfig, name: str, numerators: Sequence[float], denominators: Sequence[float],

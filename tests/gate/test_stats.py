@@ -99,3 +99,23 @@ def test_thresholds_table_names_real_config_fields_and_gives_the_rerun_line() ->
     assert unsure.outcome == "inconclusive"
     line = thresholds.inconclusive_message(config, "exploit_max_share", unsure, "always_agree")
     assert line.startswith("inconclusive: always_agree: mean reward share 0.50 [") and "rerun with --set max_seeds=1024" in line
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.75, 0.9, 0.95])
+def test_no_look_is_taken_where_the_share_could_not_pass(threshold: float) -> None:
+    """A look below the fewest seeds an all-pass clears the threshold on can only fail or stay inconclusive: it is
+    moved up to that many; the schedule never gains a look, so the Bonferroni split planned for it holds."""
+    alpha = thresholds.ALPHA_PER_LOOK
+    need = stats.fewest_to_pass(threshold, alpha)
+    assert stats.decide_share(need, need, threshold, "min", alpha).outcome == "pass"
+    assert stats.decide_share(need - 1, need - 1, threshold, "min", alpha).outcome == "inconclusive"
+    schedule = stats.looks(8, 128, factor=4)
+    moved = stats.passable_looks(schedule, threshold, alpha)
+    assert len(moved) <= len(schedule) and moved[-1] == schedule[-1] and moved == sorted(moved)
+    assert all(n >= min(need, schedule[-1]) for n in moved) and set(moved) - {min(need, 128)} <= set(schedule)
+
+
+def test_reward_sensitivity_first_looks_where_it_can_pass() -> None:
+    config = ValidationConfig()
+    assert thresholds.passable(config, "sensitivity_min_share", stats.looks(8, 128, factor=4)) == [16, 32, 128]
+    assert thresholds.passable(config, "exploit_max_share", [8, 32]) == [8, 32]  # a max side: unchanged

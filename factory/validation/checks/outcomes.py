@@ -11,7 +11,7 @@ from typing import Any
 from factory.validation.checks import leaks
 from factory.validation.checks.context import NO_SEEDS, CheckContext
 from factory.validation.stats import looks
-from factory.validation.thresholds import MAX_LOOKS, judge_share, settle
+from factory.validation.thresholds import MAX_LOOKS, judge_share, passable, settle
 from fuzz import free_text
 from fuzz.exploits import is_id
 from fuzz.policies import reference_mutants
@@ -219,7 +219,8 @@ def check_reward_sensitivity(ctx: CheckContext) -> CheckResult:
     fell: dict[str, dict[int, bool]] = defaultdict(dict)
     kept: dict[tuple[str, int], tuple[list[Any], float]] = {}
     # A sequential test: more seeds while a kind's share of falls still straddles the threshold (see thresholds).
-    for look in looks(c.sensitivity_seeds, c.sensitivity_seeds * 16, factor=4):  # 8, 32, 128 by default
+    # 8, 32, 128 by default; 8 seeds cannot pass 0.75 at this error rate (16 can), so the first look is at 16
+    for look in passable(c, "sensitivity_min_share", looks(c.sensitivity_seeds, c.sensitivity_seeds * 16, factor=4)):
         seen = {r.seed for r in rows}
         fresh = [r for r in ctx.generated(look) if r.seed not in seen and ctx.norm(r.reference.reward) >= c.sensitivity_min_drop]  # type: ignore[union-attr]
         rows = rows + fresh
