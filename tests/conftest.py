@@ -23,16 +23,20 @@ SHARED_TARGETS = REPO_ROOT.parent / "shared" / "targets"
 TEST_ENVS = Path(__file__).resolve().parent / "envs"
 
 
+#: The project's variables: the only ones a command sets in its own process (others belong to fixtures).
+OWN_VARIABLES = ("TRACE_",)
+
+
 @pytest.fixture(autouse=True)
 def _environment_restored() -> Iterator[None]:
-    """Each test ends with the process environment it began with: commands run in-process set variables for
+    """Each test ends with the project's variables as it began with them: commands run in-process set some for
     the processes they start (``--registry`` sets $TRACE_FACTORY_REGISTRY), which must not reach the next
     test on the same worker (it would point at a folder already removed)."""
-    before = dict(os.environ)
+    before = {k: v for k, v in os.environ.items() if k.startswith(OWN_VARIABLES)}
     yield
-    if dict(os.environ) != before:
-        os.environ.clear()
-        os.environ.update(before)
+    for key in [k for k in os.environ if k.startswith(OWN_VARIABLES) and k not in before]:
+        del os.environ[key]
+    os.environ.update(before)
 
 
 @pytest.fixture

@@ -20,6 +20,9 @@ def test_an_adapter_saved_from_a_relative_model_path_loads_from_another_folder(
 
     from trainer import checkpoint
 
+    from trainer import portable_adapter
+
+    monkeypatch.setattr(portable_adapter, "_warned", set())  # warned once per process: an earlier test may have
     monkeypatch.chdir(tiny_model.parent)
     relative = f".{os.sep}{tiny_model.name}"
     policy = get_peft_model(AutoModelForCausalLM.from_pretrained(relative), LoraConfig(r=2, target_modules=["q_proj"]))

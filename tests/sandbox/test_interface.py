@@ -111,7 +111,7 @@ def test_trusted_runtime_importable_repo_not_visible(sb) -> None:  # type: ignor
     assert r.exit_code == 0, r.stderr[-2000:]
     data = json.loads(r.stdout)
     assert set(data["names"]) == {"sandbox", "trace_env"}  # the inside half of the project, nothing else
-    assert set(data["exts"]) <= {".py", ".json"}
+    assert set(data["exts"]) <= {".py", ".json", ".pyc"}  # sources, profiles, and the bytecode compiled from those sources
     if sb.backend in ("bwrap", "docker"):  # the unsafe backend and the local E2B fake run on the host itself
         assert set(data["hosts"].values()) == {"absent"}, data["hosts"]  # host-side code never ships into a sandbox
 
