@@ -48,7 +48,10 @@ def gated_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from schemas.validation import ValidationConfig
 
     root = tmp_path_factory.mktemp("eval-registry")
-    light = ValidationConfig(solvability_seeds=8, necessity_seeds=8, diversity_seeds=16, grpo_seeds=4, grpo_group_size=4, fuzz_examples=8)
+    # A light gate with a fixed run seed: it only has to admit the blueprint (the gate's own tests vary the seed);
+    # at these sizes necessity's share stayed inconclusive on run seed 3 (62/64 seeds, [0.88, 1.00] against 0.90).
+    light = ValidationConfig(run_seed=1, solvability_seeds=8, necessity_seeds=8, diversity_seeds=16, grpo_seeds=4, grpo_group_size=4,
+                             fuzz_examples=8)  # fmt: skip
     result = build_from_blueprint(CAPABILITY, registry_root=root, gate=Gate(config=light))
     assert result.registered, result.error
     return root

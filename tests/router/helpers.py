@@ -16,9 +16,10 @@ CAPABILITIES = {
     "permission_error_recovery": "Recover from a refused tool call instead of repeating it.",
     "multi_step_task_completion": "Carry out every step a request needs.",
 }
-# A light gate: the full one runs in the gate's own tests; here it only has to admit a known-good env.
+# A light gate: the full one runs in the gate's own tests; here it only has to admit a known-good env. Its run
+# seed is fixed: at these sample sizes a share near its line may stay inconclusive on some draws (by design).
 LIGHT_GATE = ValidationConfig(
-    solvability_seeds=8, necessity_seeds=8, diversity_seeds=16, grpo_seeds=4, grpo_group_size=4, fuzz_examples=8
+    run_seed=1, solvability_seeds=8, necessity_seeds=8, diversity_seeds=16, grpo_seeds=4, grpo_group_size=4, fuzz_examples=8
 )
 
 
