@@ -7,6 +7,7 @@ for bad input, 1 for a failed run). Text that came from outside (files, env code
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from contextlib import AbstractContextManager
@@ -226,8 +227,6 @@ def use_registry(registry: Path | None) -> None:
     earlier in the process, from another root, would otherwise keep resolving there)."""
     if registry is None:
         return
-    import os
-
     from env_registry.registration import register_all
 
     os.environ["TRACE_FACTORY_REGISTRY"] = str(registry)
