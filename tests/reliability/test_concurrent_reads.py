@@ -2,7 +2,8 @@
 
 Builders refresh ``trace/tiny_cancel-v0`` over and over (same source, new report: the version folder is
 swapped each time) while readers read it; every read must verify. A swap caught mid-read is read again; a real
-edit is still refused.
+edit is still refused. The readers keep reading until the builders have swapped the folder enough times under
+them, so the test asks the same of a loaded machine as of an idle one (only slower).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from tests.reliability.conftest import put, subprocess_env
 READS_PER_READER = 5_000
 READERS = 2
 BUILDERS = 2
+SWAPS_PER_BUILDER = 25  # refreshes each builder makes while the readers read
+DEADLINE_S = 480
 
 BUILDER = """
 import sys
@@ -29,24 +32,36 @@ from pathlib import Path
 from env_registry.registry import Registry
 from tests.reliability.conftest import TINY
 from trace_env.loader import load_env
-root, stop, tag = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+root, stop, tag, started = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
 env = load_env(TINY)
 registry = Registry(root)
-count = 0
+count = under_readers = 0
 while not stop.exists():
+    reading = started.exists()
     registry.put(TINY, capability="tiny_cancel", target=env.target, tools=env.tools(), max_steps=env.max_steps,
                  report={"builder": tag, "n": count})
     count += 1
-print(count)
+    under_readers += reading
+    if under_readers == SWAPS:
+        (started.parent / f"enough-{tag}").touch()
+print(under_readers)
 """
 
 READER = """
 import json, sys
 from env_registry.registry import IntegrityError, Registry, RegistryError
-root, reads = sys.argv[1], int(sys.argv[2])
+import time
+from pathlib import Path
+root, reads, started, builders, deadline = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 registry = Registry(root)
 integrity, other, messages = 0, 0, []
-for index in range(reads):
+started.touch()
+index = 0
+def enough():
+    return len(list(started.parent.glob("enough-*"))) >= builders
+while index < reads or not enough():
+    if time.monotonic() > deadline:
+        sys.exit(f"the builders made too few swaps before the deadline ({index} reads)")
     try:
         stored = registry.get("tiny_cancel", 0 if index % 2 else None)
         assert stored.manifest.version == 0 and stored.report["n"] >= 0
@@ -56,7 +71,8 @@ for index in range(reads):
     except RegistryError as exc:
         other += 1
         messages.append(str(exc))
-print(json.dumps({"reads": reads, "integrity": integrity, "other": other, "retries": getattr(registry, "swap_retries", 0), "messages": messages[:3]}))
+    index += 1
+print(json.dumps({"reads": index, "integrity": integrity, "other": other, "retries": getattr(registry, "swap_retries", 0), "messages": messages[:3]}))
 """
 
 
@@ -66,15 +82,21 @@ def test_no_false_integrity_errors_over_ten_thousand_reads_during_rebuilds(tmp_p
     put(root, report={"builder": "seed", "n": 0})
     stop = tmp_path / "stop"
     env = subprocess_env()
-    builders = [subprocess.Popen([sys.executable, "-c", BUILDER, str(root), str(stop), str(i)], env=env, text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(BUILDERS)]
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    started = marks / "started"
+    builder_source = BUILDER.replace("SWAPS", str(SWAPS_PER_BUILDER))
+    builders = [subprocess.Popen([sys.executable, "-c", builder_source, str(root), str(stop), str(i), str(started)],
+                                 env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(BUILDERS)]
     try:
         time.sleep(0.5)  # the builders are swapping before the first read
-        readers = [subprocess.Popen([sys.executable, "-c", READER, str(root), str(READS_PER_READER)], env=env, text=True,
+        deadline = time.monotonic() + DEADLINE_S  # CLOCK_MONOTONIC is system-wide on Linux
+        readers = [subprocess.Popen([sys.executable, "-c", READER, str(root), str(READS_PER_READER), str(started),
+                                     str(BUILDERS), str(deadline)], env=env, text=True,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(READERS)]
         results = []
         for reader in readers:
-            out, err = reader.communicate(timeout=600)
+            out, err = reader.communicate(timeout=DEADLINE_S + 60)
             assert reader.returncode == 0, err
             results.append(json.loads(out))
     finally:
@@ -85,13 +107,14 @@ def test_no_false_integrity_errors_over_ten_thousand_reads_during_rebuilds(tmp_p
             assert builder.returncode == 0, err
             refreshes.append(int(out))
     reads = sum(r["reads"] for r in results)
-    figures = {"reads": reads, "refreshes": sum(refreshes), "swap_retries": sum(r["retries"] for r in results),
+    figures = {"reads": reads, "refreshes_under_readers": sum(refreshes), "swap_retries": sum(r["retries"] for r in results),
                "false_integrity_errors": sum(r["integrity"] for r in results), "other_errors": sum(r["other"] for r in results)}
     print(f"\nconcurrency: {figures}")
     assert reads >= 10_000
     assert figures["false_integrity_errors"] == 0, [r["messages"] for r in results]
     assert figures["other_errors"] == 0, [r["messages"] for r in results]
-    assert sum(refreshes) >= 50  # the version folder really was swapped under the readers, again and again
+    # the version folder really was swapped under the readers, again and again
+    assert sum(refreshes) >= BUILDERS * SWAPS_PER_BUILDER
     assert Registry(root).versions("tiny_cancel") == [0]
     assert not [p for p in root.iterdir() if p.name.startswith((".staging", ".retired"))]
 
