@@ -34,6 +34,7 @@ import shutil
 import tempfile
 import threading
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,8 @@ class MCPBackend(TargetBackend):
             if self.spec.state_dir_env and self.spec.command:
                 if self._state_dir is None:
                     self._state_dir = Path(tempfile.mkdtemp(prefix="trace-mcp-state-"))
+                    # a backend nobody closed still takes its state files with it (collected, or at exit)
+                    weakref.finalize(self, shutil.rmtree, str(self._state_dir), True)
                 env[self.spec.state_dir_env] = str(self._state_dir)
             self._conn = MCPConnection(self.spec, env)
             self._load_tools(self._conn)

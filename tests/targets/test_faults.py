@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -127,3 +129,23 @@ def test_close_leaves_no_process_and_no_state_behind(tmp_path: Path) -> None:
     assert len(processes) == 2 and all(_alive(p) for p in processes)
     env.close()
     assert _wait_gone(processes) == [] and not state_dir.exists()
+
+
+def test_a_target_nobody_closes_still_takes_its_state_folder_with_it(tmp_path: Path) -> None:
+    """A script that forgets ``env.close()`` must not leave the server's state files (megabytes each) in /tmp."""
+    script = (
+        "import json, sys\n"
+        "from env_registry.targets.env import TargetEnv\n"
+        "from tests.targets.helpers import tool_call\n"
+        "env = TargetEnv('tau2-retail', task_id='0')\n"
+        "env.reset(seed=0)\n"
+        "env.step(tool_call('find_user_id_by_name_zip', first_name='Yusuf', last_name='Rossi', zip='19122'))\n"
+        "folder = env.unwrapped.runner.backend._state_dir\n"
+        "print(json.dumps({'folder': str(folder), 'files': len(list(folder.iterdir()))}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["files"] >= 1  # the server did keep its state there
+    assert not Path(seen["folder"]).exists()
