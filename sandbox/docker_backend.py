@@ -5,7 +5,8 @@ removing them, pruning what dead processes left), :mod:`sandbox.docker_exec` (ex
 socket: one-shot jobs and worker channels), :mod:`sandbox.docker_fifo` (a worker's protocol over two FIFOs,
 past the daemon's relay, where this host can make them) and :mod:`sandbox.docker_procs` (killing the
 container's processes from the host). This module ties them to the :class:`~sandbox.base.Sandbox` interface. A lease
-(:mod:`sandbox.leftovers`) names the container and volume, so the next process reaps them if this one is killed.
+(:mod:`sandbox.leftovers`) names the container and volume (the channels volume is named after it), so the next
+process reaps them if this one is killed.
 
 After every exec, every process in the container that is not PID 1 or part of a live worker is killed, so
 nothing outlives an exec. Execs in one sandbox are serialised for that reason.
@@ -46,6 +47,7 @@ from sandbox.base import (
 from sandbox.docker_container import (
     DEFAULT_IMAGE,
     budget_parent,
+    channels_volume,
     create_work_volume,
     docker_sdk,
     image_search_path,
@@ -84,7 +86,7 @@ class DockerSandbox(Sandbox):
         self.name = f"trace-sbx-{uuid.uuid4().hex[:12]}"
         self._lease: leftovers.Lease | None = None
         self._finalizer: weakref.finalize | None = None
-        self._channels = None  # host directory of the workers' FIFOs (None: the protocol rides the attach stream)
+        self._channels = None  # host directory of the workers' FIFOs' volume (None: the protocol rides the attach stream)
         self._uid_hold: uids.UidHold | None = None
         self.uid = self.gid = runtime.SANDBOX_UID
 
@@ -110,11 +112,11 @@ class DockerSandbox(Sandbox):
             self._lease = leftovers.Lease(self.name, self.backend, container=self.name, volume=self.name)
             self.volume = create_work_volume(self.client, self.name, self.limits, self.hardened, self.uid, self.gid)
             parent, self.warning = budget_parent(self.client) if self.hardened else (None, None)
-            self._channels = docker_fifo.channels_dir(self.name)
+            self._channels = docker_fifo.channels_dir(self.client, self.name)
             self.container = run_container(
                 self.client, self.image, self.name, limits=self.limits, hardened=self.hardened, env=self._env,
                 runtime_vol=rt_volume, cgroup_parent=parent,
-                channels=(str(self._channels), docker_fifo.INSIDE_CHANNELS) if self._channels else None, user=self.user,
+                channels=(channels_volume(self.name), docker_fifo.INSIDE_CHANNELS) if self._channels else None, user=self.user,
             )
             # Safety net: if the owner forgets close() (or the interpreter exits), still remove it.
             self._finalizer = weakref.finalize(self, remove, self.client, self.container.id, self.name)
@@ -131,7 +133,6 @@ class DockerSandbox(Sandbox):
                self.volume.name if self.volume is not None else None, warn=True)
         if self._inside is not None:
             self._inside.close()  # after the container is gone: a late kill must not reach the next namespace
-        docker_fifo.remove_channels_dir(self._channels)
         if self._finalizer is not None:
             self._finalizer.detach()
         if self._lease is not None:

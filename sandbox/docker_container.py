@@ -7,20 +7,22 @@ as inotify instances are never shared with another sandbox), a pids limit, a mem
 included; tmpfs pages count), a CPU quota, rlimits for CPU seconds / file size / core dumps,
 size-capped tmpfs ``/tmp`` and ``/dev/shm``, a per-sandbox work volume at ``/sandbox/work`` that is
 itself a tmpfs capped in bytes and inodes (so are /tmp and /dev/shm), RLIMIT_NOFILE, and the trusted runtime
-in a read-only volume at ``/sandbox/runtime``. Nothing from the host environment is passed in; no log driver.
+in a read-only volume at ``/sandbox/runtime``, the workers' FIFOs (:mod:`sandbox.docker_fifo`) in a per-sandbox
+volume mounted read-only at ``/sandbox/channels``: every mount comes from Docker's data root, so the container's
+mountinfo names no path of the user's tree. Nothing from the host environment is passed in; no log driver.
 PID 1 is a tiny reaper (``python -S``) so orphans cannot pile up as zombies against the pids limit; it re-executes
 itself with an empty environment first, so ``/proc/1/environ`` holds nothing Docker put there. With the
 cgroupfs driver the container lives under the parent group that holds all sandboxes' budget.
 
 Everything carries the label ``trace-factory.sandbox`` and its creator's owner id, so :func:`prune` removes
 only what a dead process left behind; the lease (:mod:`sandbox.leftovers`) names the same container and
-volume, and the reaper removes them through :func:`remove_container_and_volume`.
+work volume, and the reaper removes them (and the channels volume named after the work volume) through
+:func:`remove_container_and_volume`.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from typing import Any, Callable
@@ -115,6 +117,18 @@ def create_work_volume(client: Any, name: str, limits: SandboxLimits, hardened: 
     )
 
 
+def channels_volume(name: str) -> str:
+    """The name of sandbox ``name``'s channels volume (its work volume is ``name``)."""
+    return f"{name}-channels"
+
+
+def create_channels_volume(client: Any, name: str) -> str | None:
+    """Sandbox ``name``'s volume for its workers' FIFOs (local driver, a directory under Docker's data root);
+    its host directory (``Mountpoint``), or None where the daemon names none."""
+    volume = client.volumes.create(name=channels_volume(name), labels={LABEL: "channels", **owner_labels()}, driver="local")
+    return (volume.attrs or {}).get("Mountpoint") or None
+
+
 def budget_parent(client: Any) -> tuple[str | None, str | None]:
     """(cgroup_parent, None) putting containers under the parent group that carries the budget of all sandboxes
     (:mod:`sandbox.budget`), with that budget written; or (None, why not). Only a local daemon with the cgroupfs
@@ -148,7 +162,8 @@ def run_container(
     cgroup_parent: str | None = None, channels: tuple[str, str] | None = None, user: str = USER,
 ) -> Any:
     """Start the locked-down container (work volume ``name`` must exist) with PID 1 the reaper. ``channels``:
-    (host directory, path inside) of the workers' FIFOs (:mod:`sandbox.docker_fifo`), mounted read-only. ``user``:
+    (volume, path inside) of the workers' FIFOs (:mod:`sandbox.docker_fifo`), mounted read-only, never filled
+    from the image (``nocopy``: the host set its mode). ``user``:
     ``uid:gid`` every process of the container runs as (the sandbox's own, :mod:`sandbox.uids`)."""
     lim = limits
     mb = 1024 * 1024
@@ -185,7 +200,7 @@ def run_container(
         volumes={
             name: {"bind": runtime.INSIDE_WORK, "mode": "rw"},
             runtime_vol: {"bind": runtime.INSIDE_RUNTIME, "mode": "ro"},
-            **({channels[0]: {"bind": channels[1], "mode": "ro"}} if channels else {}),
+            **({channels[0]: {"bind": channels[1], "mode": "ro,nocopy"}} if channels else {}),
         },
         working_dir=runtime.INSIDE_WORK,
         environment=env,
@@ -199,8 +214,9 @@ def run_container(
 
 
 def remove(client: Any, container: str | None, volume: str | None, warn: bool = False, left: list[str] | None = None) -> list[str]:
-    """Remove a sandbox's container (id or name), then its work volume; a line per thing removed, and a line per
-    thing the daemon would not remove (with its reason) into ``left``. Never raises."""
+    """Remove a sandbox's container (id or name), then its work volume and channels volume (if it has one); a
+    line per thing removed, and a line per thing the daemon would not remove (with its reason) into ``left``.
+    Never raises."""
     removed: list[str] = []
     if container:
         done, error = _retry(lambda: client.api.remove_container(container, force=True), 3, 0.2,
@@ -212,12 +228,13 @@ def remove(client: Any, container: str | None, volume: str | None, warn: bool = 
                 print(f"WARNING: sandbox container {container} could not be removed: {error}", file=sys.stderr)
             if left is not None:
                 left.append(f"container {container} ({_first_line(error)})")
-    if volume:  # a volume stays in use until its container is gone: the daemon may still be settling
-        done, error = _retry(lambda: client.api.remove_volume(volume, force=True), 5, 0.1, gone=("no such volume", "not found"))
+    for vol in (volume, channels_volume(volume)) if volume else ():
+        # a volume stays in use until its container is gone: the daemon may still be settling
+        done, error = _retry(lambda: client.api.remove_volume(vol, force=True), 5, 0.1, gone=("no such volume", "not found"))
         if done:
-            removed.append(f"volume {volume}")
+            removed.append(f"volume {vol}")
         elif error is not None and left is not None:
-            left.append(f"volume {volume} ({_first_line(error)})")
+            left.append(f"volume {vol} ({_first_line(error)})")
     return removed
 
 
@@ -240,20 +257,9 @@ def _retry(call: Callable[[], object], attempts: int, pause_s: float, gone: tupl
     return False, error
 
 
-def channels_root() -> str:
-    """Where the host keeps each Docker sandbox's worker FIFOs (:mod:`sandbox.docker_fifo`), one directory per name."""
-    return os.path.join(runtime.runtime_root(), "docker-channels")
-
-
-def _remove_channels(name: str | None) -> None:
-    if name and "/" not in name and name.startswith("trace-sbx-"):
-        shutil.rmtree(os.path.join(channels_root(), name), ignore_errors=True)
-
-
 def remove_container_and_volume(container: str | None, volume: str | None, left: list[str] | None = None) -> list[str]:
-    """Remove one sandbox's container and work volume by name (the reaper's Docker half); what the daemon would
+    """Remove one sandbox's container and volumes by name (the reaper's Docker half); what the daemon would
     not remove goes to ``left``."""
-    _remove_channels(container)
     try:
         client = docker_sdk().from_env(timeout=60)
     except Exception:  # noqa: BLE001 - no daemon: nothing of ours can be running there either
@@ -265,7 +271,7 @@ def remove_container_and_volume(container: str | None, volume: str | None, left:
 
 
 def prune(left: list[str] | None = None) -> list[str]:
-    """Remove sandbox containers and work volumes whose creating process is gone (crashes,
+    """Remove sandbox containers and volumes (work, channels) whose creating process is gone (crashes,
     kill -9). Sandboxes of live processes - other users' tests, a long training run - are kept.
     What the daemon would not remove goes to ``left``, a line each with its reason."""
     client = docker_sdk().from_env(timeout=60)
@@ -281,17 +287,12 @@ def _prune(client: Any, left: list[str] | None = None) -> list[str]:
         owner = c.labels.get(f"{LABEL}.owner")
         if owner and not owners.owner_alive(owner):
             removed += remove(client, c.name, c.name, left=left)
-            _remove_channels(c.name)
     live = {c.name for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)}
-    try:  # FIFO directories of sandboxes whose container is gone (an hour old: never one still starting)
-        stale = [d.name for d in os.scandir(channels_root()) if d.name not in live and time.time() - d.stat().st_mtime > 3600]
-    except OSError:
-        stale = []
-    for name in stale:
-        _remove_channels(name)
-    for v in client.volumes.list(filters={"label": f"{LABEL}=work"}):
+    volumes = [v for kind in ("work", "channels") for v in client.volumes.list(filters={"label": f"{LABEL}={kind}"})]
+    for v in volumes:
         owner = (v.attrs.get("Labels") or {}).get(f"{LABEL}.owner")
-        if v.name not in live and owner and not owners.owner_alive(owner):
+        sandbox = v.name.removesuffix("-channels") if (v.attrs.get("Labels") or {}).get(LABEL) == "channels" else v.name
+        if sandbox not in live and owner and not owners.owner_alive(owner):
             try:
                 v.remove()
                 removed.append(f"volume {v.name}")

@@ -4,7 +4,10 @@ Over ``docker exec``'s attach stream every byte crosses dockerd and containerd-s
 dockerd -> FIFO -> containerd-shim -> pipe -> the process, and back with Docker's stream framing): on 2 cores
 that relay is most of a Docker env step (``bench/bench_docker_path.py``). A worker's requests and replies
 instead go through two FIFOs the host makes in a per-sandbox directory that the container sees read-only at
-:data:`INSIDE_CHANNELS`; the attach stream still starts the worker and carries its stderr.
+:data:`INSIDE_CHANNELS`; the attach stream still starts the worker and carries its stderr. The directory is a
+Docker volume of its own (local driver, labelled and removed with the container: ``prune`` and the reaper take
+it when its owner is dead), made by the host in the volume's directory under Docker's data root: the
+container's mountinfo names no path of the user's tree (TMPDIR, the runtime dir, a home directory).
 
 Nothing new is exposed to env code: the directory is root's, mode 0711 (not listable inside), holds FIFOs
 only, and is read-only in the container; a FIFO's name is 128 random bits the host sends to the trusted shim
@@ -23,7 +26,6 @@ import errno
 import os
 import secrets
 import select
-import shutil
 import socket
 import time
 from pathlib import Path
@@ -31,7 +33,7 @@ from typing import Any, Callable
 
 from sandbox import runtime
 from sandbox.base import Channel
-from sandbox.docker_container import channels_root
+from sandbox.docker_container import channels_volume, create_channels_volume
 from sandbox.docker_exec import _CHUNK, Demux, exit_code
 
 #: How long a dead worker's stderr gets to arrive over the attach stream after its reply FIFO ended.
@@ -40,23 +42,27 @@ _STDERR_GRACE_S = 2.0
 INSIDE_CHANNELS = "/sandbox/channels"
 
 
-def channels_dir(name: str) -> Path | None:
-    """Make the host directory for sandbox ``name``'s worker FIFOs; None where this host cannot (not root, or
-    a daemon that is not on this machine), and the attach stream carries the protocol as before."""
+def channels_dir(client: Any, name: str) -> Path | None:
+    """Make sandbox ``name``'s channels volume (:func:`~sandbox.docker_container.channels_volume`) and return its
+    host directory, root's and mode 0711, for the worker FIFOs; None where this host cannot reach it (not root,
+    a daemon that is not on this machine, a volume directory not here, not empty or not root's), and the attach
+    stream carries the protocol as before. The volume goes with the container
+    (:func:`~sandbox.docker_container.remove`)."""
     if os.geteuid() != 0 or not os.environ.get("DOCKER_HOST", "unix://").startswith("unix://"):
         return None
-    path = Path(channels_root()) / name
     try:
-        path.mkdir(mode=0o711, parents=True, exist_ok=False)
+        mountpoint = create_channels_volume(client, name)
+        path = Path(mountpoint) if mountpoint else None
+        if path is None or path.is_symlink() or not path.is_dir() or path.stat().st_uid != 0 or any(path.iterdir()):
+            raise OSError(f"volume directory {mountpoint!r} not usable from this host")
         os.chmod(path, 0o711)  # not listable by the sandbox user: a FIFO's name is its only key
-    except OSError:
+    except Exception:  # noqa: BLE001 - the daemon's refusal or an unreachable directory: the attach stream then
+        try:
+            client.api.remove_volume(channels_volume(name), force=True)
+        except Exception:  # noqa: BLE001 - never made, or remove() takes it with the container
+            pass
         return None
     return path
-
-
-def remove_channels_dir(path: Path | None) -> None:
-    if path is not None:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 class FifoPair:

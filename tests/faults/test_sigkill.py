@@ -90,11 +90,12 @@ def kill_and_check(scene: Scene, process: subprocess.Popen, seen: list[dict]) ->
         "processes": _processes(scene),
         "containers": _containers(seen),
         "cgroups": sandbox_cgroups([lease["name"] for lease in seen]),  # found by name: a lease may not list them yet
-        "dirs": sorted(p.name for p in scene.tmp.glob("trace-sbx-*")) + sorted(p.name for p in scene.tmp.glob("trace-unsafe-*"))
-        + sorted(p.name for p in (scene.runtime / "docker-channels").glob("trace-sbx-*")),  # Docker workers' FIFOs
+        "volumes": _volumes(seen),  # Docker work volumes and the workers' FIFO (channels) volumes
+        "dirs": sorted(p.name for p in scene.tmp.glob("trace-sbx-*")) + sorted(p.name for p in scene.tmp.glob("trace-unsafe-*")),
         "mounts": mounts_under(scene.tmp),
     }
-    assert left == {"leases": [], "processes": [], "containers": [], "cgroups": [], "dirs": [], "mounts": []}, left
+    assert left == {"leases": [], "processes": [], "containers": [], "cgroups": [], "volumes": [], "dirs": [],
+                    "mounts": []}, left
     _no_partial_version(scene.registry)
     return {"sandboxes": len(seen), "running_right_after_kill": after_kill}
 
@@ -110,6 +111,14 @@ def _containers(leases: list[dict]) -> list[str]:
         return []
     r = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True)
     return sorted(set(names) & set(r.stdout.split()))
+
+
+def _volumes(leases: list[dict]) -> list[str]:
+    names = {n for d in leases if d.get("volume") for n in (d["volume"], f"{d['volume']}-channels")}
+    if not names:
+        return []
+    r = subprocess.run(["docker", "volume", "ls", "--format", "{{.Name}}"], capture_output=True, text=True)
+    return sorted(names & set(r.stdout.split()))
 
 
 def _ours_running(scene: Scene, leases: list[dict]) -> int:

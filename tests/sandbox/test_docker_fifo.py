@@ -1,6 +1,6 @@
 """A Docker worker's protocol runs over two FIFOs past the daemon's relay, and env code reaches neither (issue 19).
 
-The host makes the FIFOs in a root-owned, unlistable directory mounted read-only in the container, sends their
+The host makes the FIFOs in a root-owned, unlistable directory (a Docker volume of the sandbox's own) mounted read-only in the container, sends their
 random name to the shim on the attach stream, and unlinks them once the shim is ready. These tests check what
 that promises: the channel in use is the FIFO one; after start no name is left; env code cannot list the
 directory, create anything in it, guess its way in, or hold a FIFO end; a second worker of the same sandbox
@@ -127,22 +127,57 @@ def test_same_results_as_over_the_attach_stream(make_sandbox) -> None:  # type: 
         assert isinstance(fifo._channel, FifoChannel) and not isinstance(attach._channel, FifoChannel)
         assert fifo.call("echo", payload) == attach.call("echo", payload) == payload
     finally:
-        attach_box._channels = channels  # so its close() removes the directory
+        attach_box._channels = channels
 
 
-def test_a_dead_owners_fifo_directory_goes_with_its_container(make_sandbox) -> None:  # type: ignore[no-untyped-def]
+def _volume(client, name: str):  # type: ignore[no-untyped-def]
+    import docker
+
+    try:
+        return client.volumes.get(name)
+    except docker.errors.NotFound:
+        return None
+
+
+def test_the_channel_volume_goes_with_its_sandbox(make_sandbox) -> None:  # type: ignore[no-untyped-def]
+    from sandbox.docker_container import LABEL, channels_volume
+
+    box = make_sandbox("docker")
+    client, name = box.client, channels_volume(box.name)
+    volume = _volume(client, name)
+    assert volume is not None and volume.attrs["Mountpoint"] == str(box._channels)
+    assert volume.attrs["Labels"][LABEL] == "channels" and volume.attrs["Labels"][f"{LABEL}.owner"]
+    box.start_worker("sandbox.handlers.echo")
+    import docker
+
+    fresh = docker.from_env()
+    try:
+        box.close()
+        assert _volume(fresh, name) is None and not box._channels.exists()
+    finally:
+        fresh.close()
+
+
+def test_a_dead_owners_fifo_volume_goes_with_its_container(make_sandbox) -> None:  # type: ignore[no-untyped-def]
     import subprocess
     import sys
     from pathlib import Path
 
+    import docker
+
     from sandbox.docker_backend import prune
-    from sandbox.docker_container import channels_root
+    from sandbox.docker_container import channels_volume
 
     code = ("import os\nfrom sandbox import open_sandbox\nsb = open_sandbox('docker')\n"
             "sb.start_worker('sandbox.handlers.echo')\nprint(sb.name, flush=True)\nos._exit(0)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[2])
     name = out.stdout.strip().splitlines()[-1]
-    assert (Path(channels_root()) / name).is_dir(), out.stderr  # the owner died without closing
-    prune()
-    assert not (Path(channels_root()) / name).exists()
+    client = docker.from_env()
+    try:
+        assert _volume(client, channels_volume(name)) is not None, out.stderr  # the owner died without closing
+        client.api.remove_container(name, force=True)  # as if killed between the container and its volumes
+        prune()
+        assert _volume(client, channels_volume(name)) is None and _volume(client, name) is None
+    finally:
+        client.close()

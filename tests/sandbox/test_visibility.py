@@ -101,6 +101,53 @@ def test_mountinfo_names_no_host_path(make_sandbox, monkeypatch) -> None:  # typ
     assert host_paths(before.exec(["python", "-c", MOUNTINFO]).stdout, [str(before.host_workdir.parent)])
 
 
+#: Filesystems whose mount root is a path inside themselves (a cgroup, a proc entry), not a file of the host.
+PSEUDO = {"proc", "sysfs", "cgroup", "cgroup2", "tmpfs", "devpts", "mqueue"}
+#: Where Docker mounts things inside a container: its own paths, not the host's.
+DOCKER_SYSTEM = ("/proc", "/dev", "/sys", "/tmp", "/sandbox", "/etc/resolv.conf", "/etc/hostname", "/etc/hosts")
+
+
+def docker_paths(mountinfo: str, data_root: str) -> tuple[list[str], list[str]]:
+    """(paths that name the user's tree, other paths neither under Docker's data root nor a system path) in a
+    container's mountinfo: mount roots (of disk filesystems), mount points, sources and options."""
+    private = [str(REPO), tempfile.gettempdir(), os.environ.get("TMPDIR", ""), str(runtime.runtime_root()),
+               os.path.expanduser("~"), runtime.interpreter_prefix()]
+    private = [h.rstrip("/") for h in private if h and h.rstrip("/") not in ("", "/tmp")]
+    mine, other = [], []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if "-" not in fields:
+            continue
+        dash = fields.index("-")
+        root, point, fstype, source, options = fields[3], fields[4], fields[dash + 1], fields[dash + 2], fields[dash + 3]
+        paths = ([] if fstype in PSEUDO else [root]) + [point, source]
+        paths += [p.split("=", 1)[1] for p in options.split(",") if "=/" in p]
+        for piece in (piece for path in paths for piece in path.split(":") if piece.startswith("/")):
+            if any(piece == h or piece.startswith(h + "/") for h in private):
+                mine.append(piece)
+            elif not (piece == "/" or any(piece == s or piece.startswith(s + "/") for s in (*DOCKER_SYSTEM, data_root))):
+                other.append(piece)
+    return mine, other
+
+
+@pytest.mark.skipif(backend_reason("docker") is not None, reason=f"docker unavailable: {backend_reason('docker')}")
+def test_docker_mountinfo_names_only_dockers_data_root(make_sandbox) -> None:  # type: ignore[no-untyped-def]
+    """The workers' FIFO channel directory is a Docker volume: no path of the user's tree (TMPDIR, the runtime
+    dir, the checkout, home, the interpreter) shows in the container's mountinfo, only Docker's data root."""
+    box = make_sandbox("docker")
+    data_root = box.client.info()["DockerRootDir"].rstrip("/")
+    text = box.exec(["python", "-c", MOUNTINFO]).stdout
+    mine, other = docker_paths(text, data_root)
+    assert mine == [] and other == [], (mine, other, text)
+    assert f"lowerdir={data_root}/" in text, text  # the probe read the overlay's host paths
+    channels = [line.split()[3] for line in text.splitlines() if line.split()[4:5] == ["/sandbox/channels"]]
+    assert channels == [f"{data_root}/volumes/{box.name}-channels/_data"], text  # the FIFOs are in use, as root
+    lines = [f"1 1 0:1 {runtime.runtime_root()}/docker-channels/x /sandbox/channels ro - ext4 /dev/vda rw",
+             f"1 1 0:1 / / ro - overlay overlay rw,lowerdir={REPO}/l:{data_root}/l,upperdir=/elsewhere/u"]
+    assert docker_paths("\n".join(lines), data_root) == ([f"{runtime.runtime_root()}/docker-channels/x", f"{REPO}/l"],
+                                                          ["/elsewhere/u"])  # the probe sees what it looks for
+
+
 def test_a_private_tmpdir_changes_nothing(tmp_path: Path) -> None:
     """TMPDIR a directory only its owner may enter (what ``mktemp -d`` makes): sandboxes go where the sandbox's
     uid can reach, and an env worker answers."""
