@@ -162,19 +162,27 @@ def test_the_pool_catches_an_env_that_cheats_after_k_episodes_in_one_worker(host
 
 
 # --- gym.make ------------------------------------------------------------------------------------------------
-def test_gym_make_envs_audit_themselves(hostile: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def gym_make_catches(env_id: str, episodes: int) -> None:
+    """A gym.make env audited on every episode stops the claiming agent within ``episodes`` episodes, with one line
+    naming the env and the seed."""
     import gymnasium as gym
 
-    env_id = hostile["cheat_sometimes"]
     env = gym.make(env_id, sandbox="bwrap", audit=1.0)
     try:
         with pytest.raises(AuditMismatch) as raised:
-            for seed in range(20):  # caught with probability 0.5 an episode
+            for seed in range(episodes):
                 env.reset(seed=seed)
                 env.step(CLAIM)
     finally:
         env.close()
     assert_one_line_naming(raised.value, env_id, raised.value.seed)
+
+
+def test_gym_make_envs_audit_themselves(hostile: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import gymnasium as gym
+
+    env_id = hostile["cheat_sometimes"]
+    gym_make_catches(env_id, 20)  # caught with probability 0.5 an episode
 
     monkeypatch.setenv("TRACE_FACTORY_AUDIT_SHARE", "0")  # off for gym envs made without audit=
     env = gym.make(env_id, sandbox="bwrap")

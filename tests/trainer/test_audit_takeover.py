@@ -15,7 +15,7 @@ import pytest
 from factory.validation.static import check_source
 from tests.trainer import hostile
 from tests.trainer.conftest import register_env_source
-from tests.trainer.test_audit import CLAIM, assert_one_line_naming, play_until_caught
+from tests.trainer.test_audit import assert_one_line_naming, gym_make_catches, play_until_caught
 from trainer.envpool import EnvPool
 
 
@@ -46,16 +46,4 @@ def test_the_pool_audit_catches_a_takeover_of_the_grading_and_nothing_does_witho
 
 
 def test_gym_make_envs_audit_a_takeover(takeover: str) -> None:
-    import gymnasium as gym
-
-    from env_registry.audit import AuditMismatch
-
-    env = gym.make(takeover, sandbox="bwrap", audit=1.0)
-    try:
-        with pytest.raises(AuditMismatch) as raised:
-            for seed in range(24):  # caught with probability 0.5 an episode
-                env.reset(seed=seed)
-                env.step(CLAIM)
-    finally:
-        env.close()
-    assert_one_line_naming(raised.value, takeover, raised.value.seed)
+    gym_make_catches(takeover, 24)  # caught with probability 0.5 an episode
