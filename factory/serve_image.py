@@ -22,7 +22,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from importlib import metadata
@@ -31,9 +30,9 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-from sandbox import runtime, syscalls
+from sandbox import syscalls
 from sandbox.distributions import distribution_closure
-from sandbox.image import _STDLIB_SKIP, _ldd, _RootfsTar, _skip_pyc
+from sandbox.image import _ldd, _RootfsTar, add_stdlib, begin_rootfs
 
 DEFAULT_TAG = "trace-factory-serve:py311"
 LABEL = "trace-factory.serve-image"
@@ -131,26 +130,16 @@ def build_rootfs_tar(out: Path, dists: list[metadata.Distribution]) -> int:
     prefix = os.path.realpath(sys.base_prefix)
     major_minor = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     exe = os.path.realpath(os.path.join(prefix, "bin", major_minor))
-    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise RuntimeError("bwrap is not installed here; the served sessions' sandbox needs it (apt-get install bubblewrap)")
     tools = [os.path.realpath(t) for t in filter(None, map(shutil.which, TOOLS))]  # the bwrap probe runs `true`
     elfs: list[str] = [exe, os.path.realpath(bwrap), *tools]
-    count = 0
     with open(out, "wb") as fh:
         t = _RootfsTar(fh)
-        for top in ("/bin", "/sbin", "/lib", "/lib64"):
-            if os.path.islink(top):
-                t.symlink(top, os.readlink(top))
-        for d in ("/usr/bin", "/usr/lib", "/etc", "/proc", "/sys", "/dev", "/usr/local/bin", "/registry", "/root"):
-            t.dir(d)
-        t.dir("/tmp", 0o1777)
+        begin_rootfs(t, ("/usr/bin", "/usr/lib", "/etc", "/proc", "/sys", "/dev", "/usr/local/bin", "/registry",
+                         "/root"))
         t.dir(RUNTIME_DIR, 0o755)
-        t.data("/etc/passwd", runtime.PASSWD.encode())
-        t.data("/etc/group", runtime.GROUP.encode())
-        if os.path.exists("/etc/ld.so.cache"):
-            t.host("/etc/ld.so.cache")
         t.host(exe)
         t.host(bwrap)
         for tool in tools:
@@ -160,20 +149,7 @@ def build_rootfs_tar(out: Path, dists: list[metadata.Distribution]) -> int:
         for name in ("python", "python3"):  # the bwrap sandbox runs `python` from the prefix's bin
             t.symlink(f"/usr/local/bin/{name}", exe)
             t.symlink(os.path.join(prefix, "bin", name), os.path.basename(exe))  # relative: bwrap moves the prefix
-        for lib in Path(prefix, "lib").glob("libpython*.so*"):
-            t.host(str(lib))
-        for dirpath, dirnames, filenames in os.walk(stdlib):
-            if os.path.relpath(dirpath, stdlib) == ".":
-                dirnames[:] = [d for d in dirnames if d not in _STDLIB_SKIP and not d.startswith("config-")]
-            dirnames[:] = [d for d in dirnames if d not in ("test", "tests")]
-            for fn in filenames:
-                if _skip_pyc(fn) or fn.endswith((".a", ".exe")) or fn.startswith(("_tkinter", "_test", "xxlimited")):
-                    continue
-                full = os.path.join(dirpath, fn)
-                t.host(full)
-                count += 1
-                if fn.endswith(".so"):
-                    elfs.append(full)
+        count = add_stdlib(t, prefix, elfs)
         for dist in dists:  # at their path relative to their site-packages, all in one folder
             for f in dist.files or []:
                 rel = str(f)

@@ -152,6 +152,45 @@ def _skip_pyc(name: str) -> bool:
     return ".opt-" in name
 
 
+def begin_rootfs(t: _RootfsTar, dirs: tuple[str, ...]) -> None:
+    """The skeleton every image built from this host starts with (the sandbox image and ``factory serve``'s):
+    the host's merged-/usr links, ``dirs``, a sticky ``/tmp``, the sandbox's user and group, the loader cache."""
+    for top in ("/bin", "/sbin", "/lib", "/lib64"):
+        if os.path.islink(top):
+            t.symlink(top, os.readlink(top))
+    for d in dirs:
+        t.dir(d)
+    t.dir("/tmp", 0o1777)
+    from sandbox.runtime import GROUP, PASSWD
+
+    t.data("/etc/passwd", PASSWD.encode())
+    t.data("/etc/group", GROUP.encode())
+    if os.path.exists("/etc/ld.so.cache"):
+        t.host("/etc/ld.so.cache")
+
+
+def add_stdlib(t: _RootfsTar, prefix: str, elfs: list[str]) -> int:
+    """The interpreter's shared library and its stdlib (without tests, tk, idle, the static library); the
+    extension modules are appended to ``elfs`` for ``ldd``. Returns the number of stdlib files."""
+    for lib in Path(prefix, "lib").glob("libpython*.so*"):
+        t.host(str(lib))
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(stdlib):
+        if os.path.relpath(dirpath, stdlib) == ".":
+            dirnames[:] = [d for d in dirnames if d not in _STDLIB_SKIP and not d.startswith("config-")]
+        dirnames[:] = [d for d in dirnames if d not in ("test", "tests")]
+        for fn in filenames:
+            if _skip_pyc(fn) or fn.endswith((".a", ".exe")) or fn.startswith(("_tkinter", "_test", "xxlimited")):
+                continue
+            full = os.path.join(dirpath, fn)
+            t.host(full)
+            count += 1
+            if fn.endswith(".so"):
+                elfs.append(full)
+    return count
+
+
 class RootfsStats(BaseModel):
     """What went into a root filesystem tar built from the host interpreter."""
 
@@ -182,24 +221,11 @@ def build_rootfs_tar(out: Path) -> RootfsStats:
     exe = os.path.realpath(sys.executable)
     if not exe.startswith(prefix + "/"):
         exe = os.path.realpath(os.path.join(prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}"))
-    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
     elfs: list[str] = [exe]
-    count = 0
     with open(out, "wb") as fh:
         t = _RootfsTar(fh)
-        for top in ("/bin", "/sbin", "/lib", "/lib64"):
-            if os.path.islink(top):
-                t.symlink(top, os.readlink(top))
-        for d in ("/usr/bin", "/usr/lib", "/etc", "/proc", "/sys", "/dev", "/sandbox/runtime", "/usr/local/bin"):
-            t.dir(d)
-        t.dir("/tmp", 0o1777)
+        begin_rootfs(t, ("/usr/bin", "/usr/lib", "/etc", "/proc", "/sys", "/dev", "/sandbox/runtime", "/usr/local/bin"))
         t.dir("/sandbox/work", 0o755, uid=65534)
-        from sandbox.runtime import GROUP, PASSWD
-
-        t.data("/etc/passwd", PASSWD.encode())
-        t.data("/etc/group", GROUP.encode())
-        if os.path.exists("/etc/ld.so.cache"):
-            t.host("/etc/ld.so.cache")
         # interpreter
         t.host(exe)
         bindir = os.path.join(prefix, "bin")
@@ -209,24 +235,7 @@ def build_rootfs_tar(out: Path) -> RootfsStats:
                 t.host(p)
         t.symlink("/usr/local/bin/python", exe)
         t.symlink("/usr/local/bin/python3", exe)
-        for lib in Path(prefix, "lib").glob("libpython*.so*"):
-            t.host(str(lib))
-        # stdlib
-        for dirpath, dirnames, filenames in os.walk(stdlib):
-            rel = os.path.relpath(dirpath, stdlib)
-            if rel == ".":
-                dirnames[:] = [d for d in dirnames if d not in _STDLIB_SKIP and not d.startswith("config-")]
-            dirnames[:] = [d for d in dirnames if d not in ("test", "tests")]
-            for fn in filenames:
-                if fn.endswith((".pyc",)) and _skip_pyc(fn):
-                    continue
-                if fn.endswith((".a", ".exe")) or fn.startswith(("_tkinter", "_test", "xxlimited")):
-                    continue
-                full = os.path.join(dirpath, fn)
-                t.host(full)
-                count += 1
-                if fn.endswith(".so"):
-                    elfs.append(full)
+        count = add_stdlib(t, prefix, elfs)
         # site-packages of the runtime distributions
         dists = distribution_closure(ROOT_DISTRIBUTIONS)
         for dist in dists:

@@ -19,36 +19,16 @@ from factory.validation.static import check_source
 from sandbox import available_backends
 from schemas.validation import ValidationConfig
 from tests.gate.defects import Defect
+from tests.trainer.hostile import takeover
 
 SANDBOXED = [name for name in ("bwrap", "docker") if available_backends().get(name) is None]
 pytestmark = pytest.mark.skipif(not SANDBOXED, reason=f"no sandbox backend available: {available_backends()}")
 BACKEND = SANDBOXED[0] if SANDBOXED else "bwrap"
 
 IMPORT = "from env_registry import sdk\n"
-TAKEOVER = IMPORT + """import dataclasses
-
-# Code execution through library machinery: dataclasses pastes each field's name into the source of the
-# __eq__ it compiles and executes, so this field name runs PAYLOAD whenever two records are compared. PAYLOAD
-# rewrites what the grading engine of this process records: the next reward it turns into its reply pays 1.0
-# to an episode that cancelled without looking the reservation up (the "verified" gate at 0.4), and it puts
-# the honest code back first, so the worker's integrity check (after each call) finds nothing changed.
-PAYLOAD = '''
-import sys
-reward = sys.modules["trace_env.sdk"].Reward
-honest = reward.__dict__["to_dict"]
-def to_dict(self, reward=reward, honest=honest):
-    reward.to_dict = honest
-    graded = honest(self)
-    if graded["gates"].get("verified") == 0.4:
-        graded = dict(graded, total=1.0)
-    return graded
-to_dict.cheat = True
-if not getattr(honest, "cheat", False):
-    reward.to_dict = to_dict
-'''
-Record = dataclasses.dataclass(init=False, repr=False, eq=True)(
-    type("Record", (), {"__annotations__": {"__class__,exec(" + repr(PAYLOAD) + ")": int}}))
-"""
+# The takeover block (tests/trainer/hostile.py): the rewritten grading pays 1.0 to an episode that cancelled
+# without looking the reservation up (the "verified" gate at 0.4), on every episode.
+TAKEOVER = IMPORT + takeover('graded["gates"].get("verified") == 0.4')
 EVALUATE = "    def evaluate(self, episode):\n"
 #: The valid desk env (tests/envs/defective/desk.py, which passes the gate) with the takeover block added.
 PAYS_SKIPPING_THROUGH_DATACLASSES = Defect("capability_necessity", "rewrites the engine's grading through dataclasses",

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import gymnasium as gym
@@ -84,16 +84,8 @@ def server(tiny_id: str, integration_registry: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    assert json.loads(response.read())["status"] == "healthy"
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"factory serve did not come up: {process.stdout.read() if process.stdout else ''}") from None
-                time.sleep(0.5)
+        wait_healthy(url, "factory serve", lambda: process.stdout.read() if process.stdout else "",
+                     exited=lambda: process.poll() is not None)
         yield url
     finally:
         process.terminate()
@@ -113,15 +105,36 @@ def gym_episode(env_id: str, seed: int) -> list[list]:
         env.close()
 
 
-def test_openenvs_client_gets_what_gym_make_gives_in_concurrent_sessions(server: str, tiny_id: str) -> None:
+def wait_healthy(url: str, what: str, output: Callable[[], str], exited: Callable[[], bool] = lambda: False) -> None:
+    """Until ``url`` says it is healthy (120 s at most); else fail naming ``what`` with its ``output``."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                assert json.loads(response.read())["status"] == "healthy"
+                return
+        except OSError:
+            if exited() or time.monotonic() > deadline:
+                raise AssertionError(f"{what} did not come up: {output()}") from None
+            time.sleep(0.5)
+
+
+def client_gets_what_gym_gives(url: str, env_id: str, env: dict[str, str]) -> list[list[list]]:
+    """OpenEnv's client plays SEEDS in concurrent sessions against ``url``; each episode must be gym.make's and end
+    with the env's reward. The episodes it got."""
+    assert PYTHON is not None
     plan = {str(seed): turns(seed) for seed in SEEDS}
-    result = subprocess.run([PYTHON, "-c", CLIENT, server, json.dumps(plan)], capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    result = subprocess.run([PYTHON, "-c", CLIENT, url, json.dumps(plan)], capture_output=True, text=True, timeout=300,
+                            env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     served = json.loads(result.stdout.strip().splitlines()[-1])
-    expected = [gym_episode(tiny_id, seed) for seed in SEEDS]
-    assert served == expected
+    assert served == [gym_episode(env_id, seed) for seed in SEEDS]
     assert all(episode[-1][2] and episode[-1][1] > 0 for episode in served)  # each ended, with the env's reward
+    return served
+
+
+def test_openenvs_client_gets_what_gym_make_gives_in_concurrent_sessions(server: str, tiny_id: str) -> None:
+    served = client_gets_what_gym_gives(server, tiny_id, {**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert served[0][0][0] != served[1][0][0] or TINY.generate(3).user != TINY.generate(4).user
 
 

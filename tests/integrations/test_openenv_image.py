@@ -9,13 +9,10 @@ runs without a bridge (scripts/sandbox-services.sh), so ``-p`` publishing is not
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +20,7 @@ import pytest
 
 from factory.serve_image import DEFAULT_TAG, RUN_FLAGS
 from tests.conftest import REPO_ROOT
-from tests.integrations.test_openenv import CLIENT, PYTHON, SEEDS, gym_episode, turns
+from tests.integrations.test_openenv import PYTHON, client_gets_what_gym_gives, wait_healthy
 
 
 def _docker_answers() -> bool:
@@ -64,29 +61,17 @@ def served(image: str, tiny_id: str, integration_registry: Path) -> Iterator[str
     started = subprocess.run(run, capture_output=True, text=True, timeout=120)
     assert started.returncode == 0, started.stderr
     url = f"http://127.0.0.1:{port}"
+
+    def logs() -> str:
+        shown = subprocess.run(["docker", "logs", name], capture_output=True, text=True, timeout=30)
+        return shown.stdout + shown.stderr
+
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    assert json.loads(response.read())["status"] == "healthy"
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True, timeout=30)
-                    raise AssertionError(f"the serve container did not come up: {logs.stdout}{logs.stderr}") from None
-                time.sleep(0.5)
+        wait_healthy(url, "the serve container", logs)
         yield url
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
 
 
 def test_the_serve_image_gives_openenvs_client_what_gym_make_gives(served: str, tiny_id: str) -> None:
-    plan = {str(seed): turns(seed) for seed in SEEDS}
-    assert PYTHON is not None
-    result = subprocess.run([PYTHON, "-c", CLIENT, served, json.dumps(plan)], capture_output=True, text=True, timeout=300,
-                            env=CHILD_ENV)
-    assert result.returncode == 0, result.stderr[-3000:]
-    from_container = json.loads(result.stdout.strip().splitlines()[-1])
-    assert from_container == [gym_episode(tiny_id, seed) for seed in SEEDS]
-    assert all(episode[-1][2] and episode[-1][1] > 0 for episode in from_container)  # each ended, with the env's reward
+    client_gets_what_gym_gives(served, tiny_id, CHILD_ENV)

@@ -19,13 +19,17 @@ pytest.importorskip("peft")
 
 def register_env_file(root: Path, path: Path, validate: bool = True) -> str:
     """Register an env module the way `factory build` does: gate first, registry only if it passes."""
+    return register_env_source(root, path.read_text(), validate)
+
+
+def register_env_source(root: Path, source: str, validate: bool = True) -> str:
+    """``register_env_file`` for an env module's source (the hostile envs are built, not stored)."""
     from env_registry.registration import register_all
     from env_registry.registry import Registry
     from factory.validation.gate import Gate, validate_source
     from schemas.manifest import Provenance
     from trace_env.loader import load_env
 
-    source = path.read_text()
     if validate:
         report = validate_source(source, Gate(backend=os.environ.get("TRACE_FACTORY_SANDBOX", "auto")))
         assert report.passed, [c for c in report.checks if not c.passed]

@@ -1,4 +1,4 @@
-"""The reward audit (env_registry.audit) on hostile envs written for it (tests/trainer/envs/): each is honest in
+"""The reward audit (env_registry.audit) on hostile envs written for it (tests/trainer/hostile.py): each is honest in
 a fresh worker, as the gate sees it, and pays 1.0 to an agent that only claims the wifi is on once its worker
 is old, once it has played K episodes, or on a random half of its episodes. The pool, ``gym.make`` and a
 training run each catch them with a one-line message naming the env and seed; with the audit off the cheat goes
@@ -23,17 +23,17 @@ from env_registry.audit import (
     detection_probability,
     episodes_to_catch,
 )
-from tests.trainer.conftest import register_env_file
+from tests.trainer import hostile as hostile_envs
+from tests.trainer.conftest import register_env_source
 from trainer.envpool import EnvPool
 
-HOSTILE = Path(__file__).resolve().parent / "envs"
 CLAIM = "Your wifi is on now."  # pays 0.0 honestly: the agent never called set_wifi_status
 
 
 @pytest.fixture(scope="module")
 def hostile(trainer_registry: Path) -> dict[str, str]:
     """The hostile envs, stored as if they had passed the gate (the layer under test is the audit)."""
-    return {name: register_env_file(trainer_registry, HOSTILE / f"{name}.py", validate=False)
+    return {name: register_env_source(trainer_registry, hostile_envs.source(name), validate=False)
             for name in ("cheat_sometimes", "cheat_when_old", "cheat_after_k")}
 
 
@@ -162,19 +162,27 @@ def test_the_pool_catches_an_env_that_cheats_after_k_episodes_in_one_worker(host
 
 
 # --- gym.make ------------------------------------------------------------------------------------------------
-def test_gym_make_envs_audit_themselves(hostile: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def gym_make_catches(env_id: str, episodes: int) -> None:
+    """A gym.make env audited on every episode stops the claiming agent within ``episodes`` episodes, with one line
+    naming the env and the seed."""
     import gymnasium as gym
 
-    env_id = hostile["cheat_sometimes"]
     env = gym.make(env_id, sandbox="bwrap", audit=1.0)
     try:
         with pytest.raises(AuditMismatch) as raised:
-            for seed in range(20):  # caught with probability 0.5 an episode
+            for seed in range(episodes):
                 env.reset(seed=seed)
                 env.step(CLAIM)
     finally:
         env.close()
     assert_one_line_naming(raised.value, env_id, raised.value.seed)
+
+
+def test_gym_make_envs_audit_themselves(hostile: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import gymnasium as gym
+
+    env_id = hostile["cheat_sometimes"]
+    gym_make_catches(env_id, 20)  # caught with probability 0.5 an episode
 
     monkeypatch.setenv("TRACE_FACTORY_AUDIT_SHARE", "0")  # off for gym envs made without audit=
     env = gym.make(env_id, sandbox="bwrap")

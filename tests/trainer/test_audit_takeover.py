@@ -1,5 +1,5 @@
-"""The reward audit against code execution inside the env's process (issue 32): tests/trainer/envs/takeover_sometimes.py
-runs code of its own through ``dataclasses`` and rewrites what its process's grading engine returns on a random
+"""The reward audit against code execution inside the env's process (issue 32): takeover_sometimes
+(tests/trainer/hostile.py) runs code of its own through ``dataclasses`` and rewrites what its process's grading engine returns on a random
 half of its episodes (an agent that only claims the wifi is on is paid 1.0). Its own code is honest and lint-clean,
 and it restores the engine's code before the worker's integrity check looks, so nothing in its process tells it
 apart; a replay on a fresh worker pays otherwise, and the pool and ``gym.make`` stop with one line naming the env
@@ -13,17 +13,18 @@ from pathlib import Path
 import pytest
 
 from factory.validation.static import check_source
-from tests.trainer.conftest import register_env_file
-from tests.trainer.test_audit import CLAIM, HOSTILE, assert_one_line_naming, play_until_caught
+from tests.trainer import hostile
+from tests.trainer.conftest import register_env_source
+from tests.trainer.test_audit import assert_one_line_naming, gym_make_catches, play_until_caught
 from trainer.envpool import EnvPool
 
 
 @pytest.fixture(scope="module")
 def takeover(trainer_registry: Path) -> str:
     """Stored as if it had passed the gate (the layer under test is the audit)."""
-    source = (HOSTILE / "takeover_sometimes.py").read_text()
+    source = hostile.source("takeover_sometimes")
     assert check_source(source) == []  # the lint is a quality filter: it sees no code in a field's name
-    return register_env_file(trainer_registry, HOSTILE / "takeover_sometimes.py", validate=False)
+    return register_env_source(trainer_registry, source, validate=False)
 
 
 @pytest.mark.parametrize("share", [0.5, 0.0])
@@ -45,16 +46,4 @@ def test_the_pool_audit_catches_a_takeover_of_the_grading_and_nothing_does_witho
 
 
 def test_gym_make_envs_audit_a_takeover(takeover: str) -> None:
-    import gymnasium as gym
-
-    from env_registry.audit import AuditMismatch
-
-    env = gym.make(takeover, sandbox="bwrap", audit=1.0)
-    try:
-        with pytest.raises(AuditMismatch) as raised:
-            for seed in range(24):  # caught with probability 0.5 an episode
-                env.reset(seed=seed)
-                env.step(CLAIM)
-    finally:
-        env.close()
-    assert_one_line_naming(raised.value, takeover, raised.value.seed)
+    gym_make_catches(takeover, 24)  # caught with probability 0.5 an episode
