@@ -97,6 +97,12 @@ class Worker:
         self._dead_reason: str | None = "not started"
         self.info: dict[str, Any] = {}
 
+    @property
+    def in_call(self) -> bool:
+        """A request is out and its reply not yet read: the time the env spends now is the call's (a host-side
+        clock counts only this time against the env, not the caller's own time between calls)."""
+        return self._call_lock.locked()
+
     # -- channel callbacks (reader thread) ---------------------------------------------------------
     def _callbacks(self, lines: "queue.Queue[_Item]") -> tuple[Callable[[bytes], None], Callable[[bytes], None], Callable[[], None]]:
         """Callbacks bound to one process generation: output of a killed predecessor that arrives

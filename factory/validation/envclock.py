@@ -134,8 +134,9 @@ def timed_call(worker: Any, call: Callable[[float], Any], timeout_s: float, star
     clock = EnvClock.of(worker)
     if clock is None:
         return call(timeout_s), None
-    done, verdict = threading.Event(), {"why": None}
+    done, verdict, decided = threading.Event(), {"why": None}, threading.Lock()
     started = time.monotonic()
+    in_call = (lambda: bool(getattr(worker, "in_call", True)))
 
     def watch() -> None:
         if done.wait(POLL_S):
@@ -144,25 +145,37 @@ def timed_call(worker: Any, call: Callable[[float], Any], timeout_s: float, star
         history = [(last.at, own)]  # (when, own time so far), to tell a slow env from one that gets no CPU
         while not done.wait(POLL_S):
             now = clock.sample()
-            own += EnvClock.own(last, now)
+            # ``call`` may make several requests: the caller's time between them (a busy host preparing the
+            # next step) is not the env's, so a span counts only when a request is out at its end
+            own += EnvClock.own(last, now) if in_call() else 0.0
             last = now
             history.append((now.at, own))
             window = [o for at, o in history if at <= now.at - starved_wait_s]
+            why = None
             if own >= timeout_s:
-                verdict["why"] = "hang"
+                why = "hang"
             elif now.at - started >= timeout_s + starved_wait_s and window and own - window[-1] < MIN_SHARE * starved_wait_s:
-                verdict["why"] = "starved"
-            if verdict["why"]:
-                worker.close()
+                why = "starved"
+            if why:
+                with decided:  # never after the call has returned: its worker stays usable
+                    if done.is_set():
+                        return
+                    verdict["why"] = why
+                    worker.close()
                 return
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        return call(wall_limit(timeout_s, starved_wait_s)), None
+        answer = call(wall_limit(timeout_s, starved_wait_s))
     except Exception:
+        with decided:
+            done.set()
         if verdict["why"]:
             return None, verdict["why"]
         raise
-    finally:
+    with decided:
         done.set()
+    if verdict["why"]:  # the watchdog ended the worker as the answer came: the verdict stands, not the answer
+        return None, verdict["why"]
+    return answer, None

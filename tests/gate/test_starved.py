@@ -74,6 +74,53 @@ def test_a_worker_stopped_for_good_is_starved_and_a_spinning_one_hangs(backend: 
         assert (answer, why) == (None, "hang") and time.monotonic() - started < 100
 
 
+@pytest.mark.parametrize("backend", BACKENDS[:1])
+def test_the_callers_time_between_requests_is_not_the_envs(backend: str) -> None:
+    """A replay is several requests in one timed call (reset, then a step per turn): while the host prepares the
+    next one (here it sleeps 1.6 s; on a loaded machine it may be slow) no request is out, and that time is not the
+    env's. Counted as the env's, a fast env was killed as a hang after 1 s on a loaded machine."""
+    with SandboxedEnv(TINY, backend=backend) as env:
+        def replay(_: float) -> tuple:
+            first = env.worker.call("generate", {"seed": 1}, timeout_s=30)
+            time.sleep(1.6)
+            return first, env.worker.call("generate", {"seed": 2}, timeout_s=30)
+
+        answer, why = timed_call(env.worker, replay, 1.0, 30.0)
+        assert why is None and answer[0] and answer[1] and env.worker.alive
+
+
+class _SlowAnswer:
+    """A worker whose one call answers after 2 s whatever happens meanwhile (the reply was already on its way)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.in_call = True
+
+    def call(self, limit: float) -> str:
+        time.sleep(2.0)
+        return "answer"
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_worker_the_watchdog_ended_never_returns_an_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watchdog decided "hang" (its clock ran out) and closed the worker while the answer was arriving: the
+    verdict stands. Returning the answer left a closed worker to the next call, which then failed as the env's
+    crash ("worker ... is not running"), a wrong check failing on a loaded machine."""
+    from factory.validation import envclock
+    from factory.validation.envclock import Sample
+
+    class AllOwn:  # every span is the env's own time
+        def sample(self) -> Sample:
+            return Sample(time.monotonic(), {}, False)
+
+    monkeypatch.setattr(envclock.EnvClock, "of", classmethod(lambda cls, worker: AllOwn()))
+    worker = _SlowAnswer()
+    answer, why = timed_call(worker, worker.call, 0.3, 30.0)
+    assert worker.closed and (answer, why) == (None, "hang")
+
+
 def _gate_with_stopped_workers(stop_s: float, config: dict) -> tuple["ValidationReport", float]:  # noqa: F821
     """The whole gate on the tiny env; when the exploit search starts, every worker's processes are stopped for
     ``stop_s`` seconds (SIGSTOP, then SIGCONT), as a machine too loaded to run them would."""
