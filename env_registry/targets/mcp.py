@@ -70,6 +70,7 @@ class MCPBackend(TargetBackend):
         self.spec = spec
         self.shape = shape
         self._state_dir: Path | None = None
+        self._state_cleanup: weakref.finalize | None = None  # removes _state_dir: at close, collection or exit
         self._conn: MCPConnection | None = None
         self._tools: list[dict[str, Any]] | None = None
         self._server_tools: set[str] = set()
@@ -101,7 +102,7 @@ class MCPBackend(TargetBackend):
                 if self._state_dir is None:
                     self._state_dir = Path(tempfile.mkdtemp(prefix="trace-mcp-state-"))
                     # a backend nobody closed still takes its state files with it (collected, or at exit)
-                    weakref.finalize(self, shutil.rmtree, str(self._state_dir), True)
+                    self._state_cleanup = weakref.finalize(self, shutil.rmtree, str(self._state_dir), True)
                 env[self.spec.state_dir_env] = str(self._state_dir)
             self._conn = MCPConnection(self.spec, env)
             self._load_tools(self._conn)
@@ -381,9 +382,9 @@ class MCPBackend(TargetBackend):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        if self._state_dir is not None:
-            shutil.rmtree(self._state_dir, ignore_errors=True)
-            self._state_dir = None
+        if self._state_cleanup is not None:
+            self._state_cleanup()  # removes the folder once, and no longer at exit
+            self._state_cleanup = self._state_dir = None
 
 
 def _text_of(result: Any) -> str:
