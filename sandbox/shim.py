@@ -29,7 +29,9 @@ By default there is not one env process but one per episode (:mod:`sandbox.templ
 template process at start, and a new env process from it for every ``reset`` (serving that episode's ``step``
 and ``truncate``) and for every other call (ended after its reply). A one-call process may ask for episodes of
 its own (``{"sub": ...}`` lines, answered on its stdin): each ``reset`` there is a fresh process too, so the
-gate's probes play episodes exactly as training does. ``usage`` is answered here (the CPU of every process).
+gate's probes play episodes exactly as training does; and one-shot calls (``generate``, a solution,
+``derive_truth``, ...: ``relay.ONE_SHOT_CALLS``), each in a fresh process ended after its reply, so the process
+that computes the gate's figures runs no env code (``trace_env.gate_remote``). ``usage`` is answered here (the CPU of every process).
 ``--one-process`` keeps the single env process (the layout before; the benchmark and the control tests).
 """
 
@@ -40,7 +42,7 @@ import signal
 import sys
 from typing import Any
 
-from sandbox.relay import (EPISODE_CALLS, SUB_CALLS, EnvProcess, Lines, ProtocolViolation, _encode, _rest_error,
+from sandbox.relay import (EPISODE_CALLS, ONE_SHOT_CALLS, SUB_CALLS, EnvProcess, Lines, ProtocolViolation, _encode, _rest_error,
                            _scan, _send)
 
 #: How long a process that closed its end of the pipe gets to exit before it is killed.
@@ -329,9 +331,16 @@ class Shim:
             asked, _ = _scan(line.decode("utf-8", "replace"), 0)
         except (ValueError, StopIteration):
             asked = None
-        if not isinstance(asked, dict) or asked.get("sub") not in SUB_CALLS:
-            return _rest_error("BadRequest", "a sub-call must name reset, step, truncate or record")
+        if not isinstance(asked, dict) or asked.get("sub") not in SUB_CALLS | ONE_SHOT_CALLS:
+            return _rest_error("BadRequest", "a sub-call must name reset, step, truncate, record or a one-shot call")
         method, params = asked["sub"], asked.get("params", {})
+        if method in ONE_SHOT_CALLS:  # a fresh process of its own, ended after its reply; the episode's lives on
+            proc = self.spawn()
+            try:
+                return self._on(proc, method, params)
+            finally:
+                if self.dead is not proc:
+                    self.end(proc)
         if method == "reset":
             self.end(self.sub)
             self.sub = None

@@ -1,0 +1,186 @@
+"""Inside the sandbox: the env as the gate's probe process sees it under the shim's fresh processes.
+
+Env code is assumed able to take over the interpreter it runs in, so the process that computes the gate's
+figures (the one-call process serving ``survey``, ``episode``, ``timing``, ...) runs none of it: each env method a
+probe needs is a sub-call (``sandbox.worker.subcall``) that the shim serves in a fresh process forked from the
+template (:mod:`sandbox.template`), ended after its one reply. Episodes go to an episode process of their own
+(:class:`RemoteDriver`: ``reset``, ``step``, ``truncate``, then ``record``); every other method is a one-shot
+call (:data:`ONE_SHOT`: ``env_generate``, ``env_solution``, ``env_initial_state``, ``env_derive_truth``,
+``env_describe``, ``env_truth_marks``; served by :mod:`trace_env.handler`). Only JSON comes back, the env's word,
+checked by shape here; what env code does to its own process (rewriting ``gate_probe``) ends with it.
+Generate's time is measured in the process that runs it (``gate_probe.Stopwatch``) and sent back.
+
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from trace_env.sdk import Episode, Scenario, ToolRecord
+
+#: The one-shot sub-calls: each in a fresh process of its own (see sandbox.relay.SUB_CALLS).
+ONE_SHOT = frozenset({"env_generate", "env_solution", "env_initial_state", "env_derive_truth", "env_describe",
+                      "env_truth_marks"})
+_calls: list[Any] = []  # the worker's sub-call, in a process forked from the template (sandbox.template)
+
+
+def attach(call: Any) -> None:
+    _calls[:] = [call]
+
+
+def attached() -> bool:
+    return bool(_calls)
+
+
+def call(method: str, params: dict[str, Any]) -> Any:
+    """A sub-call; an error answer raises an exception named as the error's type (env code's own, say)."""
+    try:
+        return _calls[0](method, params)
+    except Exception as exc:
+        kind = getattr(exc, "kind", None)
+        if kind is None:
+            raise
+        raise type(str(kind), (RuntimeError,), {})(str(exc)) from None
+
+
+class BadAnswer(RuntimeError):
+    """A one-shot process answered something of the wrong shape."""
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    if type(value) is not dict:
+        raise BadAnswer(f"{what} is not a JSON object")
+    return value
+
+
+def scenario_from(data: Any) -> Scenario:
+    """A scenario from its JSON (an env process's answer), checked by shape."""
+    data = _object(data, "the scenario")
+    if set(data) != {"seed", "state", "user", "truth", "meta"} or type(data["seed"]) is not int:
+        raise BadAnswer("the scenario has not the fields seed, state, user, truth and meta")
+    return Scenario(**data)
+
+
+class RemoteEnv:
+    """What the probes read of the env, each method asked of a fresh process (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._facts: dict[str, Any] | None = None
+
+    def _describe(self) -> dict[str, Any]:
+        if self._facts is None:
+            facts = _object(call("env_describe", {}), "describe")
+            if not isinstance(facts.get("target"), str) or not isinstance(facts.get("write_tools"), list):
+                raise BadAnswer("describe has no target or write_tools")
+            self._facts = facts
+        return self._facts
+
+    @property
+    def target(self) -> str:
+        return str(self._describe()["target"])
+
+    @property
+    def tool_domain(self) -> Any:
+        return self._describe().get("tool_domain")
+
+    @property
+    def write_tools(self) -> frozenset[str]:
+        return frozenset(str(t) for t in self._describe()["write_tools"])
+
+    def generated(self, seed: int, with_scenario: bool = True) -> dict[str, Any]:
+        """``generate(seed)`` in a fresh process: its answer (``scenario``, ``generate_ms`` as timed there)."""
+        answer = _object(call("env_generate", {"seed": seed, "with_scenario": with_scenario}), "generate")
+        ms = answer.get("generate_ms")
+        if type(ms) not in (int, float) or ms < 0:
+            raise BadAnswer("generate_ms is not a number")
+        return answer
+
+    def timed_generate(self, seed: int) -> tuple[Scenario, float]:
+        answer = self.generated(seed)
+        return scenario_from(answer.get("scenario")), float(answer["generate_ms"])
+
+    def generate(self, seed: int) -> Scenario:
+        return self.timed_generate(seed)[0]
+
+    def _solution(self, scenario: Scenario, which: str) -> list[Any]:
+        turns = call("env_solution", {"scenario": scenario.to_dict(), "which": which})
+        if type(turns) is not list:
+            raise BadAnswer("a solution is not a list of turns")
+        return turns
+
+    def reference_solution(self, scenario: Scenario) -> list[Any]:
+        return self._solution(scenario, "reference")
+
+    def capability_skipping_solution(self, scenario: Scenario) -> list[Any]:
+        return self._solution(scenario, "skipping")
+
+    def initial_state(self, scenario: Scenario) -> Any:
+        return call("env_initial_state", {"scenario": scenario.to_dict()})
+
+    def derive_truth(self, scenario: Scenario, state: Any) -> Any:
+        return call("env_derive_truth", {"scenario": scenario.to_dict(), "state": state})
+
+    def truth_marks(self, seed: int) -> dict[str, Any]:
+        return _object(call("env_truth_marks", {"seed": seed}), "the truth marks")
+
+
+class RemoteDriver:
+    """The gate's episodes, each in a fresh process of its own that sees exactly what training sends it:
+    ``reset``, ``step``, ``truncate``. What the gate reads of the episode afterwards (state, transcript, tool
+    log) comes from a ``record`` call once the episode has ended and been scored; the process then ends.
+    ``scenario_of(seed)``: the probe process's copy of a seed's scenario (itself asked of a fresh process)."""
+
+    def __init__(self, scenario_of: Callable[[int], Scenario]) -> None:
+        self._scenario_of = scenario_of
+        self._record: dict[str, Any] | None = None
+        self._episode: Episode | None = None
+        self._seed = 0
+
+    def reset(self, seed: int) -> dict[str, Any]:
+        self._record, self._episode, self._seed = None, None, seed
+        return call("reset", {"seed": seed})
+
+    def scenario(self, seed: int) -> Scenario:
+        return self._scenario_of(seed)
+
+    def step(self, action: Any) -> dict[str, Any]:
+        return call("step", {"action": action})
+
+    def finish(self) -> dict[str, Any]:
+        return call("truncate", {})["info"]["reward_detail"]
+
+    def _recorded(self) -> dict[str, Any]:
+        if self._record is None:
+            self._record = call("record", {"with_scenario": False})
+        return self._record
+
+    def episode(self) -> Episode:
+        if self._episode is None:
+            data = self._recorded()
+            self._episode = Episode(
+                scenario=_Generated(self._seed, self._scenario_of), state=data["state"], messages=data["messages"],
+                tool_log=[ToolRecord(**r) for r in data["tool_log"]], steps=data["steps"],
+                user_turns=data["user_turns"], ended_by=data["ended_by"])
+        return self._episode
+
+    def env_errors(self) -> list[dict[str, str]]:
+        return list(self._recorded()["env_errors"])
+
+    def timings(self) -> tuple[float, list[float]]:
+        """The reset's and the steps' ms as the episode process timed them (its start not included)."""
+        data = self._recorded()
+        return float(data["reset_ms"]), [float(ms) for ms in data["step_ms"]]
+
+
+class _Generated:
+    """An episode's scenario, asked for only if something reads it: the gate's probes read an episode's state,
+    transcript and tool log, so ``record`` leaves the scenario out (as much JSON as the state)."""
+
+    def __init__(self, seed: int, scenario_of: Callable[[int], Scenario]) -> None:
+        self._seed, self._scenario_of, self._made = seed, scenario_of, None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._made is None:
+            self._made = self._scenario_of(self._seed)
+        return getattr(self._made, name)
