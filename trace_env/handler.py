@@ -331,6 +331,10 @@ def _probe(method: Any) -> Any:
     return probing
 
 
+def _Generated(seed: int) -> Any:  # noqa: N802 - the lazily generated scenario of a remote episode's record
+    return gate_remote._Generated(seed, _scenario)
+
+
 def _gate_env() -> Any:
     if _remote():
         env = _state.get("remote_env")
