@@ -33,7 +33,7 @@ from trace_env import gate_probe, gate_remote, gate_world
 from trace_env import sdk as _sdk
 from trace_env.loader import EnvProgram
 from trace_env.engine import EpisodeRunner, warm_shipped_targets
-from trace_env.sdk import Episode, Scenario, TaskEnv, ToolRecord, Turn
+from trace_env.sdk import Episode, Scenario, TaskEnv, Turn
 
 _state: dict[str, Any] = {}
 _SCENARIO_CACHE_SIZE = 256
@@ -96,7 +96,8 @@ GATE_ONLY = frozenset({"generate", "reference_solution", "capability_skipping_so
 
 
 class GateEnv:
-    """The env as the gate's probes see it: every gate-only method is taken from a fresh env, so what such a
+    """The env as the gate's probes see it in this process (one process per worker; under the fresh processes a
+    probe call uses ``gate_remote.RemoteEnv`` instead): every gate-only method is taken from a fresh env, so what such a
     call leaves behind (a flag "the gate called me") is gone before the next episode; anything else is read
     from the current env."""
 
