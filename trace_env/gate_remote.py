@@ -6,7 +6,9 @@ probe needs is a sub-call (``sandbox.worker.subcall``) that the shim serves in a
 template (:mod:`sandbox.template`), ended after its one reply. Episodes go to an episode process of their own
 (:class:`RemoteDriver`: ``reset``, ``step``, ``truncate``, then ``record``); every other method is a one-shot
 call (:data:`ONE_SHOT`: ``env_generate``, ``env_solution``, ``env_initial_state``, ``env_derive_truth``,
-``env_describe``, ``env_truth_marks``; served by :mod:`trace_env.handler`). Only JSON comes back, the env's word,
+``env_derive_truths``, ``env_describe``, ``env_truth_marks``; served by :mod:`trace_env.handler`).
+``env_derive_truths`` asks many independent counterfactual questions of one process (the hidden-threshold
+probe's moves, :func:`truths`), each of a fresh env object on its own copy of the state. Only JSON comes back, the env's word,
 checked by shape here; what env code does to its own process (rewriting ``gate_probe``) ends with it.
 Generate's time is measured in the process that runs it (``gate_probe.Stopwatch``) and sent back.
 
@@ -15,13 +17,16 @@ Stdlib only.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from trace_env.sdk import Episode, Scenario, ToolRecord
 
 #: The one-shot sub-calls: each in a fresh process of its own (see sandbox.relay.SUB_CALLS).
-ONE_SHOT = frozenset({"env_generate", "env_solution", "env_initial_state", "env_derive_truth", "env_describe",
-                      "env_truth_marks"})
+ONE_SHOT = frozenset({"env_generate", "env_solution", "env_initial_state", "env_derive_truth", "env_derive_truths",
+                      "env_describe", "env_truth_marks"})
+#: The most state JSON one ``env_derive_truths`` call carries (the rest goes in further calls): far below a line's cap.
+BATCH_CHARS = 4 * 1024 * 1024
 _calls: list[Any] = []  # the worker's sub-call, in a process forked from the template (sandbox.template)
 
 
@@ -121,6 +126,17 @@ class RemoteEnv:
     def derive_truth(self, scenario: Scenario, state: Any) -> Any:
         return call("env_derive_truth", {"scenario": scenario.to_dict(), "state": state})
 
+    def derive_truths(self, scenario: Scenario, states: list[Any]) -> list[dict[str, Any]]:
+        """``derive_truth`` per state (see :func:`derive_each`), batched into few one-shot processes; where a
+        batch's process fails as a whole (env code that ends it), its states are asked one process each."""
+        answers: list[dict[str, Any]] = []
+        for batch in _batches(states):
+            try:
+                answers += _checked(call("env_derive_truths", {"scenario": scenario.to_dict(), "states": batch}), batch)
+            except Exception:  # noqa: BLE001 - a bad or failed batch: each asked alone, as before batching
+                answers += [_one(lambda s=s: self.derive_truth(scenario, s)) for s in batch]
+        return answers
+
     def truth_marks(self, seed: int) -> dict[str, Any]:
         return _object(call("env_truth_marks", {"seed": seed}), "the truth marks")
 
@@ -184,3 +200,47 @@ class _Generated:
         if self._made is None:
             self._made = self._scenario_of(self._seed)
         return getattr(self._made, name)
+
+
+def _one(truth_of: Callable[[], Any]) -> dict[str, Any]:
+    try:
+        return {"truth": truth_of()}
+    except Exception as exc:  # noqa: BLE001 - env code
+        return {"error": type(exc).__name__}
+
+
+def derive_each(env_of: Callable[[], Any], scenario_of: Callable[[], Scenario], states: list[Any]) -> list[dict[str, Any]]:
+    """``{"truth": ...}`` or ``{"error": TypeName}`` per state, each from ``env_of()`` (a fresh env where it makes
+    one) on ``scenario_of()`` and its own copy of the state (what one question in a process of its own would see)."""
+    return [_one(lambda s=s: env_of().derive_truth(scenario_of(), json.loads(json.dumps(s)))) for s in states]
+
+
+def truths(env: Any, scenario: Scenario, states: list[Any]) -> list[dict[str, Any]]:
+    """The batched ``derive_truth`` of either env kind: :class:`RemoteEnv` asks few processes; any other (the
+    in-process path, a plain TaskEnv) asks it in a loop."""
+    if isinstance(env, RemoteEnv):
+        return env.derive_truths(scenario, states)
+    return derive_each(lambda: env, lambda: scenario, states)
+
+
+def _batches(states: list[Any]) -> list[list[Any]]:
+    out: list[list[Any]] = [[]]
+    size = 0
+    for state in states:
+        chars = len(json.dumps(state))
+        if out[-1] and size + chars > BATCH_CHARS:
+            out.append([])
+            size = 0
+        out[-1].append(state)
+        size += chars
+    return [batch for batch in out if batch]
+
+
+def _checked(answers: Any, batch: list[Any]) -> list[dict[str, Any]]:
+    if type(answers) is not list or len(answers) != len(batch):
+        raise BadAnswer("derive_truths did not answer one item per state")
+    for answer in answers:
+        if type(answer) is not dict or not (set(answer) == {"truth"} or (set(answer) == {"error"}
+                                                                         and type(answer["error"]) is str)):
+            raise BadAnswer('a derive_truths item is not {"truth": ...} or {"error": name}')
+    return answers

@@ -270,6 +270,10 @@ def env_derive_truth(params: dict[str, Any]) -> Any:
     return _fresh_env().derive_truth(gate_remote.scenario_from(params["scenario"]), params["state"])
 
 
+def env_derive_truths(params: dict[str, Any]) -> list[dict[str, Any]]:
+    return gate_remote.derive_each(_fresh_env, lambda: gate_remote.scenario_from(params["scenario"]), params["states"])
+
+
 def env_describe(params: dict[str, Any]) -> dict[str, Any]:
     env = _fresh_env()
     return {"target": env.target, "tool_domain": env.tool_domain or None, "write_tools": sorted(env.write_tools)}
@@ -501,5 +505,6 @@ def truncate(params: dict[str, Any]) -> dict[str, Any]:
 METHODS = {
     "load": load, "reset": reset, "step": step, "truncate": truncate, "record": record, "usage": usage,
     **{m.__name__: _probe(m) for m in (generate, solution, episode, episodes, survey, memory, timing, fingerprints)},
-    **{m.__name__: m for m in (env_generate, env_solution, env_initial_state, env_derive_truth, env_describe, env_truth_marks)},
+    **{m.__name__: m for m in (env_generate, env_solution, env_initial_state, env_derive_truth, env_derive_truths, env_describe,
+                                   env_truth_marks)},
 }
