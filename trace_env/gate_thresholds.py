@@ -69,7 +69,9 @@ def hidden_threshold(env: TaskEnv, scenario: Scenario, shown: str) -> str:
 
     Independent questions are asked together (``gate_remote.truths``: one one-shot process per batch under the
     shim): every (leaf, factor) move at once, then every changing leaf's bisection in lockstep, one batch per step,
-    then the amounts at each boundary; the first finding in leaf and factor order is the one returned."""
+    with the amounts at a boundary asked in the batch after its bisection ends. The finding is the one asking
+    one question at a time gave: the first in leaf order (a leaf's first changing factor), returned as soon as
+    every leaf before it has none; leaves after a finding are no longer asked about."""
     state = json.loads(canonical_json(scenario.state))  # a private copy; each question gets a copy of its own
     try:
         base = env.derive_truth(scenario, state)
@@ -93,31 +95,51 @@ def hidden_threshold(env: TaskEnv, scenario: Scenario, shown: str) -> str:
         if i not in changing and _decision(answer) != decided:
             changing[i] = moved
     bounds = {i: [leaves[i][1], moved] for i, moved in changing.items()}  # inside keeps the decision, outside not
-    active = set(bounds)
-    for _ in range(BISECTIONS):
-        steps = []
-        for i in sorted(active):
+    steps = dict.fromkeys(bounds, 0)  # bisection steps asked per leaf
+    ended: set[int] = set()  # leaves whose bisection has ended
+    found: dict[int, str] = {}  # per leaf whose boundary has been checked: its finding, "" for none
+    while True:
+        first = min((i for i, finding in found.items() if finding), default=len(leaves))  # later leaves: moot
+        questions: list[tuple[int, float]] = []
+        ends: list[int] = []  # leaves whose boundary is asked about in this batch (two questions each, last)
+        for i in sorted(bounds):
             inside, outside = bounds[i]
+            if i > first or i in found:
+                continue
             middle = round((inside + outside) / 2) if leaves[i][2] else (inside + outside) / 2
-            if middle in (inside, outside):
-                active.discard(i)
+            if steps[i] == BISECTIONS or middle in (inside, outside):
+                ended.add(i)
+            if i in ended:
+                ends.append(i)
             else:
-                steps.append((i, middle))
-        if not steps:
-            break
-        for (i, middle), answer in zip(steps, _ask(env, scenario, state, leaves, steps)):
+                questions.append((i, middle))
+        for i in sorted(bounds):  # the first finding in leaf order, once every leaf before it has none
+            if i not in found:
+                break
+            if found[i]:
+                return found[i]
+        if not questions and not ends:
+            return "none"
+        asked = questions + [(i, at) for i in ends for at in bounds[i]]
+        answers = _ask(env, scenario, state, leaves, asked)
+        for (i, middle), answer in zip(questions, answers):
             bounds[i][_decision(answer) != decided] = middle
-    ends = [(i, at) for i in sorted(bounds) for at in bounds[i]]
-    amounts_at = _ask(env, scenario, state, leaves, ends)
-    for n, i in enumerate(sorted(bounds)):
-        inside, outside = bounds[i]
-        amounts = {inside, outside, *_numbers(amounts_at[2 * n]), *_numbers(amounts_at[2 * n + 1])}
-        if not any(_near(q, s) for q in amounts for s in said):
-            path, value, _integer = leaves[i]
-            where = ".".join(str(k) for k in path)
-            return (f"the decision changes when state.{where} goes from {inside:g} to {outside:g} (it is {value:g}), "
-                    "and no number the agent is shown marks that boundary")
-    return "none"
+            steps[i] += 1
+        for n, i in enumerate(ends):
+            at = len(questions) + 2 * n
+            found[i] = _finding(leaves[i], bounds[i], answers[at], answers[at + 1], said)
+
+
+def _finding(leaf: tuple[tuple[Any, ...], float, bool], bound: list[float], at_inside: Any, at_outside: Any,
+             said: list[float]) -> str:
+    """The boundary's finding ("" where a number the agent was shown marks it)."""
+    (path, value, _integer), (inside, outside) = leaf, bound
+    amounts = {inside, outside, *_numbers(at_inside), *_numbers(at_outside)}
+    if any(_near(q, s) for q in amounts for s in said):
+        return ""
+    where = ".".join(str(k) for k in path)
+    return (f"the decision changes when state.{where} goes from {inside:g} to {outside:g} (it is {value:g}), "
+            "and no number the agent is shown marks that boundary")
 
 
 def _get(state: Any, path: tuple[Any, ...]) -> Any:
