@@ -8,8 +8,8 @@ template (:mod:`sandbox.template`), ended after its one reply. Episodes go to an
 call (:data:`ONE_SHOT`: ``env_generate``, ``env_solution``, ``env_initial_state``, ``env_derive_truth``,
 ``env_derive_truths``, ``env_describe``, ``env_truth_marks``; served by :mod:`trace_env.handler`).
 ``env_derive_truths`` asks many independent counterfactual questions of one process (the hidden-threshold
-probe's moves, :func:`truths`), each of a fresh env object on its own copy of the state. Only JSON comes back, the env's word,
-checked by shape here; what env code does to its own process (rewriting ``gate_probe``) ends with it.
+probe's moves, :func:`truths`), each of a fresh env object on its own copy of the state. Only JSON comes back,
+the env's word, checked by shape here; what env code does to its own process (rewriting ``gate_probe``) ends with it.
 Generate's time is measured in the process that runs it (``gate_probe.Stopwatch``) and sent back.
 
 Stdlib only.
@@ -209,7 +209,8 @@ def _one(truth_of: Callable[[], Any]) -> dict[str, Any]:
         return {"error": type(exc).__name__}
 
 
-def derive_each(env_of: Callable[[], Any], scenario_of: Callable[[], Scenario], states: list[Any]) -> list[dict[str, Any]]:
+def derive_each(env_of: Callable[[], Any], scenario_of: Callable[[], Scenario],
+                states: list[Any]) -> list[dict[str, Any]]:
     """``{"truth": ...}`` or ``{"error": TypeName}`` per state, each from ``env_of()`` (a fresh env where it makes
     one) on ``scenario_of()`` and its own copy of the state (what one question in a process of its own would see)."""
     return [_one(lambda s=s: env_of().derive_truth(scenario_of(), json.loads(json.dumps(s)))) for s in states]

@@ -505,6 +505,6 @@ def truncate(params: dict[str, Any]) -> dict[str, Any]:
 METHODS = {
     "load": load, "reset": reset, "step": step, "truncate": truncate, "record": record, "usage": usage,
     **{m.__name__: _probe(m) for m in (generate, solution, episode, episodes, survey, memory, timing, fingerprints)},
-    **{m.__name__: m for m in (env_generate, env_solution, env_initial_state, env_derive_truth, env_derive_truths, env_describe,
-                                   env_truth_marks)},
+    **{m.__name__: m for m in (env_generate, env_solution, env_initial_state, env_derive_truth, env_derive_truths,
+                               env_describe, env_truth_marks)},
 }
