@@ -75,7 +75,7 @@ EPISODE_CALLS = frozenset({"step", "truncate"})
 SUB_CALLS = frozenset({"reset", "step", "truncate", "record"})
 #: What they may ask of a one-shot process (a fresh one per call, ended after its reply): every other env method
 #: they need, so the probe process runs no env code (trace_env.gate_remote).
-ONE_SHOT_CALLS = frozenset({"env_generate", "env_solution", "env_initial_state", "env_derive_truth",
+ONE_SHOT_CALLS = frozenset({"env_generate", "env_seed", "env_solution", "env_initial_state", "env_derive_truth",
                             "env_derive_truths", "env_describe", "env_truth_marks"})
 
 

@@ -5,25 +5,29 @@ figures (the one-call process serving ``survey``, ``episode``, ``timing``, ...) 
 probe needs is a sub-call (``sandbox.worker.subcall``) that the shim serves in a fresh process forked from the
 template (:mod:`sandbox.template`), ended after its one reply. Episodes go to an episode process of their own
 (:class:`RemoteDriver`: ``reset``, ``step``, ``truncate``, then ``record``); every other method is a one-shot
-call (:data:`ONE_SHOT`: ``env_generate``, ``env_solution``, ``env_initial_state``, ``env_derive_truth``,
+call (:data:`ONE_SHOT`: ``env_generate``, ``env_seed``, ``env_solution``, ``env_initial_state``, ``env_derive_truth``,
 ``env_derive_truths``, ``env_describe``, ``env_truth_marks``; served by :mod:`trace_env.handler`).
 ``env_derive_truths`` asks many independent counterfactual questions of one process (the hidden-threshold
 probe's moves, :func:`truths`), each of a fresh env object on its own copy of the state. Only JSON comes back,
 the env's word, checked by shape here; what env code does to its own process (rewriting ``gate_probe``) ends with it.
 Generate's time is measured in the process that runs it (``gate_probe.Stopwatch``) and sent back.
+The survey asks one ``env_seed`` per seed (:func:`seed_answer`): generate and both solutions of its scenario, each
+on a fresh env in that one process, so a seed costs one process instead of three; each solution answered is used
+once, for a scenario equal to the one generated (any other ask is a one-shot ``env_solution`` as before).
 
 Stdlib only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Callable
 
 from trace_env.sdk import Episode, Scenario, ToolRecord
 
 #: The one-shot sub-calls: each in a fresh process of its own (see sandbox.relay.SUB_CALLS).
-ONE_SHOT = frozenset({"env_generate", "env_solution", "env_initial_state", "env_derive_truth", "env_derive_truths",
+ONE_SHOT = frozenset({"env_generate", "env_seed", "env_solution", "env_initial_state", "env_derive_truth", "env_derive_truths",
                       "env_describe", "env_truth_marks"})
 #: The most state JSON one ``env_derive_truths`` call carries (the rest goes in further calls): far below a line's cap.
 BATCH_CHARS = 4 * 1024 * 1024
@@ -46,7 +50,11 @@ def call(method: str, params: dict[str, Any]) -> Any:
         kind = getattr(exc, "kind", None)
         if kind is None:
             raise
-        raise type(str(kind), (RuntimeError,), {})(str(exc)) from None
+        raise _named(str(kind), str(exc)) from None
+
+
+def _named(kind: str, message: str) -> Exception:
+    return type(kind, (RuntimeError,), {})(message)
 
 
 class BadAnswer(RuntimeError):
@@ -70,8 +78,10 @@ def scenario_from(data: Any) -> Scenario:
 class RemoteEnv:
     """What the probes read of the env, each method asked of a fresh process (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, solutions: bool = False) -> None:
         self._facts: dict[str, Any] | None = None
+        self._solutions = solutions  # generate asks env_seed: the scenario's two solutions come with it
+        self._solved: dict[tuple[str, str], dict[str, Any]] = {}  # (scenario's digest, which) -> its answer
 
     def _describe(self) -> dict[str, Any]:
         if self._facts is None:
@@ -102,13 +112,35 @@ class RemoteEnv:
         return answer
 
     def timed_generate(self, seed: int) -> tuple[Scenario, float]:
-        answer = self.generated(seed)
-        return scenario_from(answer.get("scenario")), float(answer["generate_ms"])
+        if not self._solutions:
+            answer = self.generated(seed)
+            return scenario_from(answer.get("scenario")), float(answer["generate_ms"])
+        try:
+            answer = _object(call("env_seed", {"seed": seed}), "env_seed")
+        except RuntimeError as exc:  # a reply that was not JSON or too long: generate alone says what
+            if type(exc).__name__ != "SerializationError":
+                raise
+            answer = self.generated(seed)
+        ms = answer.get("generate_ms")
+        if type(ms) not in (int, float) or ms < 0:
+            raise BadAnswer("generate_ms is not a number")
+        scenario = scenario_from(answer.get("scenario"))
+        key = _digest(scenario)
+        for which in WHICH:
+            part = answer.get(which)
+            if part is not None:
+                self._solved[(key, which)] = _part(part)
+        return scenario, float(ms)
 
     def generate(self, seed: int) -> Scenario:
         return self.timed_generate(seed)[0]
 
     def _solution(self, scenario: Scenario, which: str) -> list[Any]:
+        part = self._solved.pop((_digest(scenario), which), None) if self._solved else None
+        if part is not None:  # env_seed's, for this very scenario
+            if "error" in part:
+                raise _named(part["error"]["type"], part["error"]["message"])
+            return list(part["turns"])
         turns = call("env_solution", {"scenario": scenario.to_dict(), "which": which})
         if type(turns) is not list:
             raise BadAnswer("a solution is not a list of turns")
@@ -245,3 +277,55 @@ def _checked(answers: Any, batch: list[Any]) -> list[dict[str, Any]]:
                                                                          and type(answer["error"]) is str)):
             raise BadAnswer('a derive_truths item is not {"truth": ...} or {"error": name}')
     return answers
+
+
+WHICH = ("reference", "skipping")
+
+
+def seed_answer(seed: int, timed: Callable[[int], tuple[Scenario, float]],
+                solve: Callable[[Scenario, str], list[Any]]) -> dict[str, Any]:
+    """The one-shot ``env_seed``: ``timed(seed)`` (a fresh env's generate and its ms) and, under ``reference``
+    and ``skipping``, ``solve`` of that scenario, each with a fresh env (``solve`` makes one) and its own copy
+    of the scenario, as ``env_solution`` would see it: ``{"turns": [...]}``, or the error it raised
+    (``{"error": {"type", "message"}}``). A scenario that is not JSON gets no solutions (the reply says why)."""
+    scenario, generate_ms = timed(seed)
+    data = scenario.to_dict()
+    out: dict[str, Any] = {"scenario": data, "generate_ms": generate_ms}
+    try:
+        text = json.dumps(data)
+    except (TypeError, ValueError, RecursionError):
+        return out
+    for which in WHICH:
+        try:
+            turns = solve(Scenario(**json.loads(text)), which)
+        except BaseException as exc:  # noqa: BLE001 - env code (SystemExit too): the solution's answer, as its own
+            out[which] = {"error": _error(exc)}
+            continue
+        try:
+            json.dumps(turns)
+        except (TypeError, ValueError, RecursionError) as exc:  # turns that are no JSON: what their reply would say
+            out[which] = {"error": _error(exc, "SerializationError")}
+            continue
+        out[which] = {"turns": turns}
+    return out
+
+
+def _error(exc: BaseException, kind: str | None = None) -> dict[str, str]:
+    try:
+        message = str(exc)
+    except BaseException as e:  # noqa: BLE001 - an exception whose __str__ raises
+        message = f"<unprintable exception: {type(e).__name__}>"
+    return {"type": kind or type(exc).__name__, "message": message[:2000]}
+
+
+def _part(part: Any) -> dict[str, Any]:
+    if type(part) is dict and set(part) == {"turns"} and type(part["turns"]) is list:
+        return part
+    error = part.get("error") if type(part) is dict and set(part) == {"error"} else None
+    if type(error) is dict and set(error) == {"type", "message"} and all(type(v) is str for v in error.values()):
+        return part
+    raise BadAnswer('a solution of env_seed is not {"turns": [...]} or {"error": {"type", "message"}}')
+
+
+def _digest(scenario: Scenario) -> str:
+    return hashlib.sha256(json.dumps(scenario.to_dict(), sort_keys=True, default=str).encode()).hexdigest()

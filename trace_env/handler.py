@@ -225,14 +225,19 @@ def generate(params: dict[str, Any]) -> dict[str, Any]:
     return env_generate(params)
 
 
-def env_generate(params: dict[str, Any]) -> dict[str, Any]:
-    """:func:`generate` run here (a one-shot process's, or any call's outside the gate's fresh processes)."""
+def _timed_generate(seed: int) -> tuple[Scenario, float]:
     env = _fresh_env()
     watch = gate_probe.Stopwatch()
-    scenario = env.generate(int(params["seed"]))
+    scenario = env.generate(seed)
     generate_ms = watch.ms()
     if not isinstance(scenario, Scenario):
         raise TypeError(f"generate() must return sdk.Scenario, got {type(scenario).__name__}")
+    return scenario, generate_ms
+
+
+def env_generate(params: dict[str, Any]) -> dict[str, Any]:
+    """:func:`generate` run here (a one-shot process's, or any call's outside the gate's fresh processes)."""
+    scenario, generate_ms = _timed_generate(int(params["seed"]))
     out = {"fingerprint": scenario.fingerprint(), "truth": scenario.truth, "meta": scenario.meta, "generate_ms": generate_ms}
     if params.get("with_scenario"):
         out["scenario"] = scenario.to_dict()
@@ -260,6 +265,10 @@ def _solve(scenario: Scenario, which: str) -> list[dict[str, Any]]:
 
 def env_solution(params: dict[str, Any]) -> list[dict[str, Any]]:
     return _solve(gate_remote.scenario_from(params["scenario"]), str(params["which"]))
+
+
+def env_seed(params: dict[str, Any]) -> dict[str, Any]:
+    return gate_remote.seed_answer(int(params["seed"]), _timed_generate, _solve)
 
 
 def env_initial_state(params: dict[str, Any]) -> Any:
@@ -340,11 +349,12 @@ def _Generated(seed: int) -> Any:  # noqa: N802 - the lazily generated scenario 
     return gate_remote._Generated(seed, _scenario)
 
 
-def _gate_env() -> Any:
+def _gate_env(solutions: bool = False) -> Any:
+    """``solutions``: generate also answers both solutions of its scenario (the survey's ``env_seed``)."""
     if _remote():
-        env = _state.get("remote_env")
+        env = _state.get(f"remote_env{solutions}")
         if env is None:
-            env = _state["remote_env"] = gate_remote.RemoteEnv()
+            env = _state[f"remote_env{solutions}"] = gate_remote.RemoteEnv(solutions)
         return env
     return GATE_ENV
 
@@ -409,7 +419,7 @@ def survey(params: dict[str, Any]) -> list[dict[str, Any]]:
         return frozenset(int(s) for s in params.get(key) or [])
 
     return gate_probe.survey(
-        _gate_env(), _driver(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
+        _gate_env(solutions=True), _driver(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
         parrot=seeds("parrot"), masked=None if params.get("masked") is None else seeds("masked"), world=seeds("world"),
     )
 
@@ -505,6 +515,6 @@ def truncate(params: dict[str, Any]) -> dict[str, Any]:
 METHODS = {
     "load": load, "reset": reset, "step": step, "truncate": truncate, "record": record, "usage": usage,
     **{m.__name__: _probe(m) for m in (generate, solution, episode, episodes, survey, memory, timing, fingerprints)},
-    **{m.__name__: m for m in (env_generate, env_solution, env_initial_state, env_derive_truth, env_derive_truths,
-                               env_describe, env_truth_marks)},
+    **{m.__name__: m for m in (env_generate, env_solution, env_seed, env_initial_state, env_derive_truth,
+                               env_derive_truths, env_describe, env_truth_marks)},
 }
