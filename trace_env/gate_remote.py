@@ -11,9 +11,11 @@ call (:data:`ONE_SHOT`: ``env_generate``, ``env_seed``, ``env_solution``, ``env_
 probe's moves, :func:`truths`), each of a fresh env object on its own copy of the state. Only JSON comes back,
 the env's word, checked by shape here; what env code does to its own process (rewriting ``gate_probe``) ends with it.
 Generate's time is measured in the process that runs it (``gate_probe.Stopwatch``) and sent back.
-The survey asks one ``env_seed`` per seed (:func:`seed_answer`): generate and both solutions of its scenario, each
-on a fresh env in that one process, so a seed costs one process instead of three; each solution answered is used
-once, for a scenario equal to the one generated (any other ask is a one-shot ``env_solution`` as before).
+The survey asks one ``env_seed`` per seed (:func:`seed_answer`): generate and both solutions of its scenario (on a
+world seed also ``initial_state``, ``derive_truth`` of the start state as the world report and the hidden-threshold
+probe ask it, the truth marks, and the env's description), each on a fresh env in that one process: one process
+per seed where there were three to seven. Each answer is used once, for the very question it answers (the same
+scenario, state and key order); any other question is a one-shot process of its own, as before.
 
 Stdlib only.
 """
@@ -78,18 +80,27 @@ def scenario_from(data: Any) -> Scenario:
 class RemoteEnv:
     """What the probes read of the env, each method asked of a fresh process (see the module docstring)."""
 
-    def __init__(self, solutions: bool = False) -> None:
+    def __init__(self, bundled: bool = False, world: frozenset[int] = frozenset()) -> None:
+        """``bundled``: generate asks ``env_seed`` (the survey's); ``world``: the seeds whose world questions
+        come with it."""
         self._facts: dict[str, Any] | None = None
-        self._solutions = solutions  # generate asks env_seed: the scenario's two solutions come with it
-        self._solved: dict[tuple[str, str], dict[str, Any]] = {}  # (scenario's digest, which) -> its answer
+        self._bundled, self._world = bundled, world
+        self._early: dict[tuple[str, ...], list[dict[str, Any]]] = {}  # a question -> env_seed's answers to it
 
     def _describe(self) -> dict[str, Any]:
         if self._facts is None:
-            facts = _object(call("env_describe", {}), "describe")
-            if not isinstance(facts.get("target"), str) or not isinstance(facts.get("write_tools"), list):
-                raise BadAnswer("describe has no target or write_tools")
-            self._facts = facts
+            self._facts = _facts(call("env_describe", {}))
         return self._facts
+
+    def _answered(self, *question: str) -> Any:
+        """env_seed's answer to ``question`` (used once), or ``_ASK`` where it has none."""
+        answers = self._early.get(question)
+        if not answers:
+            return _ASK
+        part = answers.pop(0)
+        if "error" in part:
+            raise _named(part["error"]["type"], part["error"]["message"])
+        return part["value"]
 
     @property
     def target(self) -> str:
@@ -112,11 +123,13 @@ class RemoteEnv:
         return answer
 
     def timed_generate(self, seed: int) -> tuple[Scenario, float]:
-        if not self._solutions:
+        if not self._bundled:
             answer = self.generated(seed)
             return scenario_from(answer.get("scenario")), float(answer["generate_ms"])
+        world = seed in self._world
         try:
-            answer = _object(call("env_seed", {"seed": seed}), "env_seed")
+            answer = _object(call("env_seed", {"seed": seed, "world": world, "describe": world and self._facts is None}),
+                             "env_seed")
         except RuntimeError as exc:  # a reply that was not JSON or too long: generate alone says what
             if type(exc).__name__ != "SerializationError":
                 raise
@@ -125,23 +138,20 @@ class RemoteEnv:
         if type(ms) not in (int, float) or ms < 0:
             raise BadAnswer("generate_ms is not a number")
         scenario = scenario_from(answer.get("scenario"))
-        key = _digest(scenario)
-        for which in WHICH:
-            part = answer.get(which)
-            if part is not None:
-                self._solved[(key, which)] = _part(part)
+        if "describe" in answer and self._facts is None:
+            self._facts = _facts(answer["describe"])
+        self._early = {}  # the survey asks about one seed at a time
+        for (name, *rest), part in zip(_questions(scenario, seed, world), answer.get("answers", [])):
+            self._early.setdefault((name, *rest), []).append(_part(part))
         return scenario, float(ms)
 
     def generate(self, seed: int) -> Scenario:
         return self.timed_generate(seed)[0]
 
     def _solution(self, scenario: Scenario, which: str) -> list[Any]:
-        part = self._solved.pop((_digest(scenario), which), None) if self._solved else None
-        if part is not None:  # env_seed's, for this very scenario
-            if "error" in part:
-                raise _named(part["error"]["type"], part["error"]["message"])
-            return list(part["turns"])
-        turns = call("env_solution", {"scenario": scenario.to_dict(), "which": which})
+        turns = self._answered(which, _text(scenario.to_dict()))
+        if turns is _ASK:
+            turns = call("env_solution", {"scenario": scenario.to_dict(), "which": which})
         if type(turns) is not list:
             raise BadAnswer("a solution is not a list of turns")
         return turns
@@ -153,10 +163,12 @@ class RemoteEnv:
         return self._solution(scenario, "skipping")
 
     def initial_state(self, scenario: Scenario) -> Any:
-        return call("env_initial_state", {"scenario": scenario.to_dict()})
+        found = self._answered("initial_state", _text(scenario.to_dict()))
+        return call("env_initial_state", {"scenario": scenario.to_dict()}) if found is _ASK else found
 
     def derive_truth(self, scenario: Scenario, state: Any) -> Any:
-        return call("env_derive_truth", {"scenario": scenario.to_dict(), "state": state})
+        found = self._answered("derive_truth", _text(scenario.to_dict()), _text(state))
+        return call("env_derive_truth", {"scenario": scenario.to_dict(), "state": state}) if found is _ASK else found
 
     def derive_truths(self, scenario: Scenario, states: list[Any]) -> list[dict[str, Any]]:
         """``derive_truth`` per state (see :func:`derive_each`), batched into few one-shot processes; where a
@@ -170,7 +182,8 @@ class RemoteEnv:
         return answers
 
     def truth_marks(self, seed: int) -> dict[str, Any]:
-        return _object(call("env_truth_marks", {"seed": seed}), "the truth marks")
+        found = self._answered("truth_marks", str(seed))
+        return _object(call("env_truth_marks", {"seed": seed}) if found is _ASK else found, "the truth marks")
 
 
 class RemoteDriver:
@@ -279,34 +292,77 @@ def _checked(answers: Any, batch: list[Any]) -> list[dict[str, Any]]:
     return answers
 
 
-WHICH = ("reference", "skipping")
+
+_ASK = object()  # no answer in advance: the question goes to a one-shot process of its own
 
 
-def seed_answer(seed: int, timed: Callable[[int], tuple[Scenario, float]],
-                solve: Callable[[Scenario, str], list[Any]]) -> dict[str, Any]:
-    """The one-shot ``env_seed``: ``timed(seed)`` (a fresh env's generate and its ms) and, under ``reference``
-    and ``skipping``, ``solve`` of that scenario, each with a fresh env (``solve`` makes one) and its own copy
-    of the scenario, as ``env_solution`` would see it: ``{"turns": [...]}``, or the error it raised
-    (``{"error": {"type", "message"}}``). A scenario that is not JSON gets no solutions (the reply says why)."""
+def _facts(facts: Any) -> dict[str, Any]:
+    facts = _object(facts, "describe")
+    if not isinstance(facts.get("target"), str) or not isinstance(facts.get("write_tools"), list):
+        raise BadAnswer("describe has no target or write_tools")
+    return facts
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, default=str)  # key order kept: a question in another order is another question
+
+
+def _questions(scenario: Scenario, seed: int, world: bool) -> list[tuple[str, ...]]:
+    """What ``env_seed`` answers, in its answer's order, as the probe process asks it: both solutions; on a world
+    seed the initial state, derive_truth of the start state as is and in canonical key order (truth_check and the
+    hidden-threshold probe), and the truth marks."""
+    text = _text(scenario.to_dict())
+    asked: list[tuple[str, ...]] = [("reference", text), ("skipping", text)]
+    if world:
+        canonical = json.loads(json.dumps(scenario.state, sort_keys=True))
+        asked += [("initial_state", text), ("derive_truth", text, _text(scenario.state)),
+                  ("derive_truth", text, _text(canonical)), ("truth_marks", str(seed))]
+    return asked
+
+
+def seed_answer(params: dict[str, Any], fresh_env: Callable[[], Any], timed: Callable[[int], tuple[Scenario, float]],
+                solve: Callable[[Scenario, str], list[Any]], describe: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The one-shot ``env_seed``: ``timed(seed)`` (a fresh env's generate and its ms), then an answer to each of
+    :func:`_questions` (``{"value": ...}`` or the error it raised, ``{"error": {"type", "message"}}``), each on a
+    fresh env with its own copy of the scenario and state from their JSON, as a one-shot process of its own would
+    see them. A scenario that is not JSON gets no answers (the reply says why)."""
+    seed = int(params["seed"])
     scenario, generate_ms = timed(seed)
     data = scenario.to_dict()
-    out: dict[str, Any] = {"scenario": data, "generate_ms": generate_ms}
+    out: dict[str, Any] = {"scenario": data, "generate_ms": generate_ms, "answers": []}
+    if params.get("describe"):
+        out["describe"] = describe()
     try:
         text = json.dumps(data)
     except (TypeError, ValueError, RecursionError):
         return out
-    for which in WHICH:
+
+    def copy() -> Scenario:
+        return Scenario(**json.loads(text))
+
+    def ask(name: str, *rest: str) -> Any:
+        if name in ("reference", "skipping"):
+            return solve(copy(), name)
+        if name == "initial_state":
+            return fresh_env().initial_state(copy())
+        if name == "derive_truth":
+            return fresh_env().derive_truth(copy(), json.loads(rest[1]))
+        from trace_env import gate_world  # here: gate_world's importers import this module
+
+        return gate_world.truth_marks(fresh_env(), seed)
+
+    for name, *rest in _questions(copy(), seed, bool(params.get("world"))):
         try:
-            turns = solve(Scenario(**json.loads(text)), which)
-        except BaseException as exc:  # noqa: BLE001 - env code (SystemExit too): the solution's answer, as its own
-            out[which] = {"error": _error(exc)}
+            value = ask(name, *rest)
+        except BaseException as exc:  # noqa: BLE001 - env code (SystemExit too): this question's answer, as its own
+            out["answers"].append({"error": _error(exc)})
             continue
         try:
-            json.dumps(turns)
-        except (TypeError, ValueError, RecursionError) as exc:  # turns that are no JSON: what their reply would say
-            out[which] = {"error": _error(exc, "SerializationError")}
+            json.dumps(value)
+        except (TypeError, ValueError, RecursionError) as exc:  # no JSON: what its own reply would have said
+            out["answers"].append({"error": _error(exc, "SerializationError")})
             continue
-        out[which] = {"turns": turns}
+        out["answers"].append({"value": value})
     return out
 
 
@@ -319,13 +375,9 @@ def _error(exc: BaseException, kind: str | None = None) -> dict[str, str]:
 
 
 def _part(part: Any) -> dict[str, Any]:
-    if type(part) is dict and set(part) == {"turns"} and type(part["turns"]) is list:
+    if type(part) is dict and set(part) == {"value"}:
         return part
     error = part.get("error") if type(part) is dict and set(part) == {"error"} else None
     if type(error) is dict and set(error) == {"type", "message"} and all(type(v) is str for v in error.values()):
         return part
-    raise BadAnswer('a solution of env_seed is not {"turns": [...]} or {"error": {"type", "message"}}')
-
-
-def _digest(scenario: Scenario) -> str:
-    return hashlib.sha256(json.dumps(scenario.to_dict(), sort_keys=True, default=str).encode()).hexdigest()
+    raise BadAnswer('an answer of env_seed is not {"value": ...} or {"error": {"type", "message"}}')

@@ -268,7 +268,7 @@ def env_solution(params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def env_seed(params: dict[str, Any]) -> dict[str, Any]:
-    return gate_remote.seed_answer(int(params["seed"]), _timed_generate, _solve)
+    return gate_remote.seed_answer(params, _fresh_env, _timed_generate, _solve, lambda: env_describe({}))
 
 
 def env_initial_state(params: dict[str, Any]) -> Any:
@@ -349,12 +349,11 @@ def _Generated(seed: int) -> Any:  # noqa: N802 - the lazily generated scenario 
     return gate_remote._Generated(seed, _scenario)
 
 
-def _gate_env(solutions: bool = False) -> Any:
-    """``solutions``: generate also answers both solutions of its scenario (the survey's ``env_seed``)."""
+def _gate_env() -> Any:
     if _remote():
-        env = _state.get(f"remote_env{solutions}")
+        env = _state.get("remote_env")
         if env is None:
-            env = _state[f"remote_env{solutions}"] = gate_remote.RemoteEnv(solutions)
+            env = _state["remote_env"] = gate_remote.RemoteEnv()
         return env
     return GATE_ENV
 
@@ -418,8 +417,9 @@ def survey(params: dict[str, Any]) -> list[dict[str, Any]]:
     def seeds(key: str) -> frozenset[int]:
         return frozenset(int(s) for s in params.get(key) or [])
 
+    env = gate_remote.RemoteEnv(bundled=True, world=seeds("world")) if _remote() else GATE_ENV  # see env_seed
     return gate_probe.survey(
-        _gate_env(solutions=True), _driver(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
+        env, _driver(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
         parrot=seeds("parrot"), masked=None if params.get("masked") is None else seeds("masked"), world=seeds("world"),
     )
 
