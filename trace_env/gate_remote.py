@@ -22,8 +22,8 @@ Stdlib only.
 
 from __future__ import annotations
 
-import hashlib
 import json
+import time
 from typing import Any, Callable
 
 from trace_env.sdk import Episode, Scenario, ToolRecord
@@ -33,6 +33,8 @@ ONE_SHOT = frozenset({"env_generate", "env_seed", "env_solution", "env_initial_s
                       "env_describe", "env_truth_marks"})
 #: The most state JSON one ``env_derive_truths`` call carries (the rest goes in further calls): far below a line's cap.
 BATCH_CHARS = 4 * 1024 * 1024
+#: How long an ``env_seed`` process goes on to the survey's next seeds once it has answered the first.
+AHEAD_S = 0.1
 _calls: list[Any] = []  # the worker's sub-call, in a process forked from the template (sandbox.template)
 
 
@@ -80,11 +82,12 @@ def scenario_from(data: Any) -> Scenario:
 class RemoteEnv:
     """What the probes read of the env, each method asked of a fresh process (see the module docstring)."""
 
-    def __init__(self, bundled: bool = False, world: frozenset[int] = frozenset()) -> None:
-        """``bundled``: generate asks ``env_seed`` (the survey's); ``world``: the seeds whose world questions
-        come with it."""
+    def __init__(self, seeds: list[int] | None = None, world: frozenset[int] = frozenset()) -> None:
+        """``seeds``: the survey's, in order: generate asks ``env_seed`` for this seed and the next; ``world``: the
+        seeds whose world questions come with it."""
         self._facts: dict[str, Any] | None = None
-        self._bundled, self._world = bundled, world
+        self._bundled, self._order, self._world = seeds is not None, list(seeds or []), world
+        self._ahead: dict[int, dict[str, Any]] = {}  # seed -> env_seed's answer, not yet asked for
         self._early: dict[tuple[str, ...], list[dict[str, Any]]] = {}  # a question -> env_seed's answers to it
 
     def _describe(self) -> dict[str, Any]:
@@ -126,14 +129,11 @@ class RemoteEnv:
         if not self._bundled:
             answer = self.generated(seed)
             return scenario_from(answer.get("scenario")), float(answer["generate_ms"])
-        world = seed in self._world
-        try:
-            answer = _object(call("env_seed", {"seed": seed, "world": world, "describe": world and self._facts is None}),
-                             "env_seed")
-        except RuntimeError as exc:  # a reply that was not JSON or too long: generate alone says what
-            if type(exc).__name__ != "SerializationError":
-                raise
-            answer = self.generated(seed)
+        answer = self._ahead.pop(seed, None)
+        if answer is None:
+            answer = self._ask_ahead(seed)
+        if "error" in answer:
+            raise _named(answer["error"]["type"], answer["error"]["message"])
         ms = answer.get("generate_ms")
         if type(ms) not in (int, float) or ms < 0:
             raise BadAnswer("generate_ms is not a number")
@@ -141,9 +141,31 @@ class RemoteEnv:
         if "describe" in answer and self._facts is None:
             self._facts = _facts(answer["describe"])
         self._early = {}  # the survey asks about one seed at a time
-        for (name, *rest), part in zip(_questions(scenario, seed, world), answer.get("answers", [])):
+        for (name, *rest), part in zip(_questions(scenario, seed, seed in self._world), answer.get("answers", [])):
             self._early.setdefault((name, *rest), []).append(_part(part))
         return scenario, float(ms)
+
+    def _ask_ahead(self, seed: int) -> dict[str, Any]:
+        """env_seed on ``seed`` and the survey's next seeds (as many as its process answers within
+        :data:`AHEAD_S`): this seed's answer; the others' are kept for their turn."""
+        later = self._order[self._order.index(seed) + 1:] if seed in self._order else []
+        asked = [seed, *[s for s in later if s not in self._ahead]]
+        try:
+            answers = _object(call("env_seed", {"seeds": asked, "world": [s for s in asked if s in self._world],
+                                                "describe": self._facts is None, "ahead_s": AHEAD_S}), "env_seed")
+        except RuntimeError as exc:  # a reply that was not JSON or too long: generate alone says what
+            if type(exc).__name__ != "SerializationError":
+                raise
+            answer = self.generated(seed)
+            return {"scenario": answer.get("scenario"), "generate_ms": answer["generate_ms"]}
+        rows = answers.get("seeds")
+        if type(rows) is not list or not rows or not all(type(r) is dict and r.get("seed") in asked for r in rows):
+            raise BadAnswer("env_seed did not answer the seeds asked")
+        for row in rows[1:]:
+            self._ahead[row["seed"]] = row
+        if rows[0]["seed"] != seed:
+            raise BadAnswer("env_seed did not answer the first seed asked first")
+        return rows[0]
 
     def generate(self, seed: int) -> Scenario:
         return self.timed_generate(seed)[0]
@@ -320,18 +342,39 @@ def _questions(scenario: Scenario, seed: int, world: bool) -> list[tuple[str, ..
     return asked
 
 
-def seed_answer(params: dict[str, Any], fresh_env: Callable[[], Any], timed: Callable[[int], tuple[Scenario, float]],
-                solve: Callable[[Scenario, str], list[Any]], describe: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """The one-shot ``env_seed``: ``timed(seed)`` (a fresh env's generate and its ms), then an answer to each of
-    :func:`_questions` (``{"value": ...}`` or the error it raised, ``{"error": {"type", "message"}}``), each on a
-    fresh env with its own copy of the scenario and state from their JSON, as a one-shot process of its own would
-    see them. A scenario that is not JSON gets no answers (the reply says why)."""
-    seed = int(params["seed"])
+def seed_answers(params: dict[str, Any], fresh_env: Callable[[], Any], timed: Callable[[int], tuple[Scenario, float]],
+                 solve: Callable[[Scenario, str], list[Any]], describe: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The one-shot ``env_seed``: :func:`seed_answer` for each of ``seeds`` in order, the first always, the next
+    while ``ahead_s`` has not passed and the answers' JSON stays under :data:`BATCH_CHARS`; a seed whose
+    generate raised is ``{"seed", "error"}``. ``describe``: the env's description comes with the first."""
+    started, rows, chars = time.perf_counter(), [], 0
+    world = frozenset(int(s) for s in params.get("world") or [])
+    for seed in [int(s) for s in params["seeds"]]:
+        if rows and (time.perf_counter() - started > float(params.get("ahead_s", 0.0)) or chars > BATCH_CHARS):
+            break
+        try:
+            row = {"seed": seed, **seed_answer(seed, seed in world, fresh_env, timed, solve)}
+        except BaseException as exc:  # noqa: BLE001 - env code's generate: this seed's answer, as its own
+            row = {"seed": seed, "error": _error(exc)}
+        if params.get("describe") and not rows:
+            row["describe"] = describe()
+        try:
+            chars += len(json.dumps(row))
+        except (TypeError, ValueError, RecursionError):
+            chars = BATCH_CHARS + 1  # no JSON: the reply says so, and env_generate then says what
+        rows.append(row)
+    return {"seeds": rows}
+
+
+def seed_answer(seed: int, world: bool, fresh_env: Callable[[], Any], timed: Callable[[int], tuple[Scenario, float]],
+                solve: Callable[[Scenario, str], list[Any]]) -> dict[str, Any]:
+    """``timed(seed)`` (a fresh env's generate and its ms), then an answer to each of :func:`_questions`
+    (``{"value": ...}`` or the error it raised, ``{"error": {"type", "message"}}``), each on a fresh env with its
+    own copy of the scenario and state from their JSON, as a one-shot process of its own would see them. A
+    scenario that is not JSON gets no answers (the reply says why)."""
     scenario, generate_ms = timed(seed)
     data = scenario.to_dict()
     out: dict[str, Any] = {"scenario": data, "generate_ms": generate_ms, "answers": []}
-    if params.get("describe"):
-        out["describe"] = describe()
     try:
         text = json.dumps(data)
     except (TypeError, ValueError, RecursionError):
@@ -351,7 +394,7 @@ def seed_answer(params: dict[str, Any], fresh_env: Callable[[], Any], timed: Cal
 
         return gate_world.truth_marks(fresh_env(), seed)
 
-    for name, *rest in _questions(copy(), seed, bool(params.get("world"))):
+    for name, *rest in _questions(copy(), seed, world):
         try:
             value = ask(name, *rest)
         except BaseException as exc:  # noqa: BLE001 - env code (SystemExit too): this question's answer, as its own

@@ -268,7 +268,7 @@ def env_solution(params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def env_seed(params: dict[str, Any]) -> dict[str, Any]:
-    return gate_remote.seed_answer(params, _fresh_env, _timed_generate, _solve, lambda: env_describe({}))
+    return gate_remote.seed_answers(params, _fresh_env, _timed_generate, _solve, lambda: env_describe({}))
 
 
 def env_initial_state(params: dict[str, Any]) -> Any:
@@ -417,7 +417,7 @@ def survey(params: dict[str, Any]) -> list[dict[str, Any]]:
     def seeds(key: str) -> frozenset[int]:
         return frozenset(int(s) for s in params.get(key) or [])
 
-    env = gate_remote.RemoteEnv(bundled=True, world=seeds("world")) if _remote() else GATE_ENV  # see env_seed
+    env = gate_remote.RemoteEnv([int(s) for s in params["seeds"]], seeds("world")) if _remote() else GATE_ENV
     return gate_probe.survey(
         env, _driver(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
         parrot=seeds("parrot"), masked=None if params.get("masked") is None else seeds("masked"), world=seeds("world"),
