@@ -11,11 +11,14 @@ call (:data:`ONE_SHOT`: ``env_generate``, ``env_seed``, ``env_solution``, ``env_
 probe's moves, :func:`truths`), each of a fresh env object on its own copy of the state. Only JSON comes back,
 the env's word, checked by shape here; what env code does to its own process (rewriting ``gate_probe``) ends with it.
 Generate's time is measured in the process that runs it (``gate_probe.Stopwatch``) and sent back.
-The survey asks one ``env_seed`` per seed (:func:`seed_answer`): generate and both solutions of its scenario (on a
-world seed also ``initial_state``, ``derive_truth`` of the start state as the world report and the hidden-threshold
-probe ask it, the truth marks, and the env's description), each on a fresh env in that one process: one process
-per seed where there were three to seven. Each answer is used once, for the very question it answers (the same
-scenario, state and key order); any other question is a one-shot process of its own, as before.
+The survey asks an ``env_seed`` process (:func:`seed_answers`) for a seed's generate and both solutions of its
+scenario (on a world seed also ``initial_state``, ``derive_truth`` of the start state as the world report and the
+hidden-threshold probe ask it, the truth marks, and the env's description), each on a fresh env, and goes on to the
+survey's next seeds while that process is within :data:`AHEAD_S` and :data:`BATCH_CHARS`: one process for many
+seeds where there were three to seven per seed. A later seed's env code thus runs in a process where an earlier
+seed's ran (each on a freshly executed module, as on the one-process path within one call; what env code leaves
+outside its module is the integrity check's); the episodes stay one process each. Each answer is used once, for
+the very question it answers (same scenario, state and key order); any other question is a one-shot of its own.
 
 Stdlib only.
 """
