@@ -3,7 +3,7 @@
 A request under a fresh random id; exactly one reply, a line that begins ``{"id":<that id>,``; then a
 ``{"sync":S}`` the process must echo as its next line, so a reply env code wrote on the pipe itself shows up as
 a second line (:class:`ProtocolViolation`). A one-call process may, before its reply, ask for episodes of its
-own (``{"sub": ...}`` lines), which the shim answers on its stdin (:meth:`EnvProcess.call`'s ``sub``).
+own and one-shot calls (``{"sub": ...}`` lines), which the shim answers on its stdin (:meth:`EnvProcess.call`'s ``sub``).
 Stdlib only.
 """
 
@@ -73,6 +73,10 @@ class ProtocolViolation(Exception):
 EPISODE_CALLS = frozenset({"step", "truncate"})
 #: What the gate's probes may ask of an episode process of their own (``{"sub": ...}``, see sandbox.worker).
 SUB_CALLS = frozenset({"reset", "step", "truncate", "record"})
+#: What they may ask of a one-shot process (a fresh one per call, ended after its reply): every other env method
+#: they need, so the probe process runs no env code (trace_env.gate_remote).
+ONE_SHOT_CALLS = frozenset({"env_generate", "env_seed", "env_solution", "env_initial_state", "env_derive_truth",
+                            "env_derive_truths", "env_describe", "env_truth_marks"})
 
 
 class EnvProcess:

@@ -29,7 +29,10 @@ By default there is not one env process but one per episode (:mod:`sandbox.templ
 template process at start, and a new env process from it for every ``reset`` (serving that episode's ``step``
 and ``truncate``) and for every other call (ended after its reply). A one-call process may ask for episodes of
 its own (``{"sub": ...}`` lines, answered on its stdin): each ``reset`` there is a fresh process too, so the
-gate's probes play episodes exactly as training does. ``usage`` is answered here (the CPU of every process).
+gate's probes play episodes exactly as training does; and one-shot calls (``generate``, a solution,
+``derive_truth``, ...: ``relay.ONE_SHOT_CALLS``), each in a fresh process ended after its reply, so the process
+that computes the gate's figures runs no env code (``trace_env.gate_remote``). A fatal error in a sub-call's
+answer (the integrity check's) is the answer to the host's call, as if that process had met it itself. ``usage`` is answered here (the CPU of every process).
 ``--one-process`` keeps the single env process (the layout before; the benchmark and the control tests).
 """
 
@@ -40,7 +43,7 @@ import signal
 import sys
 from typing import Any
 
-from sandbox.relay import (EPISODE_CALLS, SUB_CALLS, EnvProcess, Lines, ProtocolViolation, _encode, _rest_error,
+from sandbox.relay import (EPISODE_CALLS, ONE_SHOT_CALLS, SUB_CALLS, EnvProcess, Lines, ProtocolViolation, _encode, _rest_error,
                            _scan, _send)
 
 #: How long a process that closed its end of the pipe gets to exit before it is killed.
@@ -82,6 +85,7 @@ class Shim:
         self.handler, self.checked, self.fresh = handler, checked, fresh
         self.procs: dict[int, EnvProcess] = {}  # live env processes by pid
         self.dead: EnvProcess | None = None  # the process whose death ended a call
+        self.fatal: bytes | None = None  # a sub-call's fatal error (integrity): the answer to the call that made it
         self.episode: EnvProcess | None = None  # the host's running episode (fresh mode)
         self.sub: EnvProcess | None = None  # the episode a one-call process is playing through sub-calls
         self.scratch = [(d, frozenset(os.listdir(d)) if d == os.getcwd() else frozenset()) for d in scratch
@@ -304,8 +308,10 @@ class Shim:
             return self._on(proc, method, params)
         self.current = proc
         try:
-            return self._on(proc, method, params, sub=self._sub_call)
+            reply = self._on(proc, method, params, sub=self._sub_call)
+            return reply if reply is None or self.fatal is None else self.fatal
         finally:
+            self.fatal = None
             self.current = None
             if self.dead is not self.sub:
                 self.end(self.sub)
@@ -329,16 +335,37 @@ class Shim:
             asked, _ = _scan(line.decode("utf-8", "replace"), 0)
         except (ValueError, StopIteration):
             asked = None
-        if not isinstance(asked, dict) or asked.get("sub") not in SUB_CALLS:
-            return _rest_error("BadRequest", "a sub-call must name reset, step, truncate or record")
+        if not isinstance(asked, dict) or asked.get("sub") not in SUB_CALLS | ONE_SHOT_CALLS:
+            return _rest_error("BadRequest", "a sub-call must name reset, step, truncate, record or a one-shot call")
         method, params = asked["sub"], asked.get("params", {})
+        if self.fatal is not None:  # the call ends with that error: nothing more is started for it
+            return self.fatal
+        if method in ONE_SHOT_CALLS:  # a fresh process of its own, ended after its reply; the episode's lives on
+            proc = self.spawn()
+            try:
+                return self._fatal(self._on(proc, method, params))
+            finally:
+                if self.dead is not proc:
+                    self.end(proc)
         if method == "reset":
             self.end(self.sub)
             self.sub = None
             self.sub = self.spawn()
         elif self.sub is None:
             return _rest_error("RuntimeError", f"call 'reset' before '{method}'")
-        return self._on(self.sub, method, params)
+        return self._fatal(self._on(self.sub, method, params))
+
+    def _fatal(self, answer: bytes | None) -> bytes | None:
+        """A sub-call's answer, noting a fatal error (the integrity check's): it becomes the reply to the host's
+        call, as if the process that made the sub-call had met it itself."""
+        if answer is not None and answer.startswith(b'"error":') and b'"fatal"' in answer:
+            try:
+                error = _scan("{" + answer.decode("utf-8", "replace"), 0)[0].get("error")
+            except (ValueError, StopIteration, AttributeError):
+                error = None
+            if isinstance(error, dict) and error.get("fatal") is True:
+                self.fatal = answer
+        return answer
 
     @staticmethod
     def _request(raw: bytes) -> tuple[Any, dict[str, Any]]:

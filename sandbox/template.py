@@ -6,7 +6,8 @@ threads, files. Re-executing the env module cannot reach those; a new process ca
 clean process, forked from itself when the worker starts, that imports the handler (and with it the SDK,
 engine and kits), takes the integrity snapshot and, at ``load``, compiles the env source and imports the kits
 it names (:func:`trace_env.handler.prepare`) - and never executes a line of env code. Every episode (each
-``reset``) and every other call runs in a process forked from it: a copy of a process that has run no env
+``reset``) and every other call runs in a process forked from it, and so does each env method a probe call asks
+of a one-shot process (``sandbox.relay.ONE_SHOT_CALLS``, so the probe's own process runs no env code): a copy of a process that has run no env
 code, with the environment and the memory it had before the first episode. The shim empties the writable
 places (``/tmp``, ``/dev/shm``, what env code added to the work dir) before each new process, kills what an
 earlier one left running, and ends each process when its episode or call is over.

@@ -231,9 +231,9 @@ class SubcallError(Exception):
 
 
 def subcall(method: str, params: dict[str, Any]) -> Any:
-    """A call to an episode process of its own, through the shim (``{"sub": method, "params": ...}`` on the
-    protocol stream; the answer is the next request line): how the gate's probes play episodes in fresh
-    processes, each seeing only what training sends. Raises :class:`SubcallError` with the answer's error."""
+    """A call to an episode process of its own, or to a one-shot process, through the shim (``{"sub": method,
+    "params": ...}`` on the protocol stream; the answer is the next request line): how the gate's probes play
+    episodes in fresh processes, each seeing only what training sends, and ask every other env method of one. Raises :class:`SubcallError` with the answer's error."""
     if not _channel:
         raise RuntimeError("sub-calls need the shim's fresh-process mode")
     inp, out = _channel

@@ -17,6 +17,7 @@ import json
 import re
 from typing import Any
 
+from trace_env import gate_remote
 from trace_env.sdk import Scenario, TaskEnv, canonical_json, numbers_in
 
 FACTORS = (0.5, 0.8, 1.25, 2.0)
@@ -64,11 +65,16 @@ def _near(a: float, b: float) -> bool:
 
 
 def hidden_threshold(env: TaskEnv, scenario: Scenario, shown: str) -> str:
-    """``undeclared`` (no derive_truth), ``none``, or the first numeric boundary the agent was never shown."""
-    state = json.loads(canonical_json(scenario.state))  # a private copy, changed in place and restored
-    truth_of = lambda: env.derive_truth(scenario, state)  # noqa: E731
+    """``undeclared`` (no derive_truth), ``none``, or the first numeric boundary the agent was never shown.
+
+    Independent questions are asked together (``gate_remote.truths``: one one-shot process per batch under the
+    shim): every (leaf, factor) move at once, then every changing leaf's bisection in lockstep, one batch per step,
+    with the amounts at a boundary asked in the batch after its bisection ends. The finding is the one asking
+    one question at a time gave: the first in leaf order (a leaf's first changing factor), returned as soon as
+    every leaf before it has none; leaves after a finding are no longer asked about."""
+    state = json.loads(canonical_json(scenario.state))  # a private copy; each question gets a copy of its own
     try:
-        base = truth_of()
+        base = env.derive_truth(scenario, state)
     except Exception:  # noqa: BLE001 - env code; the stale-truth check reports derive_truth's errors
         return "none"
     if base is None:
@@ -79,30 +85,61 @@ def hidden_threshold(env: TaskEnv, scenario: Scenario, shown: str) -> str:
     shown_leaves = [(p, v) for p, v in _leaves(state) if any(_near(v, s) for s in said)]
     # Shown under their own key first ("amount": 694 in a tool result), then any leaf whose value was said.
     shown_leaves.sort(key=lambda leaf: (str(leaf[0][-1]), leaf[1]) not in pairs)
-    leaves = shown_leaves[:MAX_LEAVES]
-    for path, value in leaves:
-        integer = isinstance(_get(state, path), int)
-        for factor in FACTORS:
-            moved = round(value * factor) if integer else value * factor
-            if moved == value or _decision(_at(truth_of, state, path, moved, value, integer)) == decided:
+    leaves = [(path, value, isinstance(_get(state, path), int)) for path, value in shown_leaves[:MAX_LEAVES]]
+    moves = [(i, (round(value * factor) if integer else value * factor))
+             for i, (path, value, integer) in enumerate(leaves) for factor in FACTORS]
+    moves = [(i, moved) for i, moved in moves if moved != leaves[i][1]]
+    answers = _ask(env, scenario, state, leaves, moves)
+    changing: dict[int, float] = {}  # a leaf's first move (in factor order) that changes the decision
+    for (i, moved), answer in zip(moves, answers):
+        if i not in changing and _decision(answer) != decided:
+            changing[i] = moved
+    bounds = {i: [leaves[i][1], moved] for i, moved in changing.items()}  # inside keeps the decision, outside not
+    steps = dict.fromkeys(bounds, 0)  # bisection steps asked per leaf
+    ended: set[int] = set()  # leaves whose bisection has ended
+    found: dict[int, str] = {}  # per leaf whose boundary has been checked: its finding, "" for none
+    while True:
+        first = min((i for i, finding in found.items() if finding), default=len(leaves))  # later leaves: moot
+        questions: list[tuple[int, float]] = []
+        ends: list[int] = []  # leaves whose boundary is asked about in this batch (two questions each, last)
+        for i in sorted(bounds):
+            inside, outside = bounds[i]
+            if i > first or i in found:
                 continue
-            inside, outside = value, moved  # bisect: inside keeps the decision, outside changes it
-            for _ in range(BISECTIONS):
-                middle = round((inside + outside) / 2) if integer else (inside + outside) / 2
-                if middle in (inside, outside):
-                    break
-                if _decision(_at(truth_of, state, path, middle, value, integer)) == decided:
-                    inside = middle
-                else:
-                    outside = middle
-            amounts = {inside, outside, *_numbers(_at(truth_of, state, path, inside, value, integer)),
-                       *_numbers(_at(truth_of, state, path, outside, value, integer))}
-            if not any(_near(q, s) for q in amounts for s in said):
-                where = ".".join(str(k) for k in path)
-                return (f"the decision changes when state.{where} goes from {inside:g} to {outside:g} (it is {value:g}), "
-                        "and no number the agent is shown marks that boundary")
-            break
-    return "none"
+            middle = round((inside + outside) / 2) if leaves[i][2] else (inside + outside) / 2
+            if steps[i] == BISECTIONS or middle in (inside, outside):
+                ended.add(i)
+            if i in ended:
+                ends.append(i)
+            else:
+                questions.append((i, middle))
+        for i in sorted(bounds):  # the first finding in leaf order, once every leaf before it has none
+            if i not in found:
+                break
+            if found[i]:
+                return found[i]
+        if not questions and not ends:
+            return "none"
+        asked = questions + [(i, at) for i in ends for at in bounds[i]]
+        answers = _ask(env, scenario, state, leaves, asked)
+        for (i, middle), answer in zip(questions, answers):
+            bounds[i][_decision(answer) != decided] = middle
+            steps[i] += 1
+        for n, i in enumerate(ends):
+            at = len(questions) + 2 * n
+            found[i] = _finding(leaves[i], bounds[i], answers[at], answers[at + 1], said)
+
+
+def _finding(leaf: tuple[tuple[Any, ...], float, bool], bound: list[float], at_inside: Any, at_outside: Any,
+             said: list[float]) -> str:
+    """The boundary's finding ("" where a number the agent was shown marks it)."""
+    (path, value, _integer), (inside, outside) = leaf, bound
+    amounts = {inside, outside, *_numbers(at_inside), *_numbers(at_outside)}
+    if any(_near(q, s) for q in amounts for s in said):
+        return ""
+    where = ".".join(str(k) for k in path)
+    return (f"the decision changes when state.{where} goes from {inside:g} to {outside:g} (it is {value:g}), "
+            "and no number the agent is shown marks that boundary")
 
 
 def _get(state: Any, path: tuple[Any, ...]) -> Any:
@@ -111,15 +148,18 @@ def _get(state: Any, path: tuple[Any, ...]) -> Any:
     return state
 
 
-def _at(truth_of: Any, state: Any, path: tuple[Any, ...], value: float, original: float, integer: bool) -> Any:
-    """The truth with one leaf moved (restored afterwards); an error counts as its own decision."""
-    _set(state, path, int(value) if integer else value)
-    try:
-        return truth_of()
-    except Exception as exc:  # noqa: BLE001 - env code
-        return {"error": type(exc).__name__}
-    finally:
-        _set(state, path, int(original) if integer else original)
+def _ask(env: TaskEnv, scenario: Scenario, state: Any, leaves: list[tuple[tuple[Any, ...], float, bool]],
+         moves: list[tuple[int, float]]) -> list[Any]:
+    """The truth with one leaf moved, per move (leaf index, value), each on a copy of the state; an error counts
+    as its own decision (``{"error": TypeName}``)."""
+    states = []
+    for i, value in moves:
+        path, _value, integer = leaves[i]
+        moved = json.loads(canonical_json(state))
+        _set(moved, path, int(value) if integer else value)
+        states.append(moved)
+    return [answer.get("truth") if "truth" in answer else {"error": answer["error"]}
+            for answer in gate_remote.truths(env, scenario, states)] if states else []
 
 
 def _numbers(value: Any) -> list[float]:

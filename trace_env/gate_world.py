@@ -269,7 +269,24 @@ def truth_check(env: TaskEnv, scenario: Scenario, state: dict[str, Any]) -> str:
 def truth_order(env: TaskEnv, seed: int) -> str:
     """Replays ``generate(seed)`` watching each time the scenario's truth is set: ``same`` when the records the
     agent will read are what they were when the truth was last set, else the first record changed after it
-    (the truth was computed from records the agent never sees: stale, or a verdict written into them)."""
+    (the truth was computed from records the agent never sees: stale, or a verdict written into them).
+    The replay runs where the env's type says (``trace_env.gate_remote.RemoteEnv``: a fresh process); the
+    comparison runs here."""
+    remote = getattr(type(env), "truth_marks", None)
+    found = remote(env, seed) if remote is not None else truth_marks(env, seed)
+    mark, state, truth = found.get("mark"), found.get("state"), found.get("truth")
+    if mark is None:
+        return "same"
+    if not (isinstance(mark, list) and len(mark) == 2 and all(isinstance(x, str) for x in (*mark, state, truth))):
+        raise TypeError("the truth marks are not two texts and the final state and truth")
+    if state == mark[0] or truth != mark[1]:
+        return "same"
+    return "changed " + (_first_difference(json.loads(mark[0]), json.loads(state)) or "the records")
+
+
+def truth_marks(env: TaskEnv, seed: int) -> dict[str, Any]:
+    """``generate(seed)`` run here with the truth watched: the records and truth as they were when the truth was
+    last set (``mark``, None when it never was or the result is no scenario), and as generate returned them."""
     marks: dict[int, tuple[str, str]] = {}
 
     def watch(scenario: Scenario) -> None:
@@ -285,11 +302,8 @@ def truth_order(env: TaskEnv, seed: int) -> str:
         sdk._truth_watch = None
     mark = marks.get(id(scenario))
     if mark is None or not isinstance(scenario, Scenario):
-        return "same"
-    state, truth = canonical_json(scenario.state), canonical_json(scenario.truth)
-    if state == mark[0] or truth != mark[1]:
-        return "same"
-    return "changed " + (_first_difference(json.loads(mark[0]), json.loads(state)) or "the records")
+        return {"mark": None}
+    return {"mark": list(mark), "state": canonical_json(scenario.state), "truth": canonical_json(scenario.truth)}
 
 
 def _first_difference(before: Any, after: Any, path: str = "state") -> str | None:

@@ -13,8 +13,11 @@ and, for rebinding between calls, is caught by the worker's integrity check (``s
 quality filter and refuses none of it); see ARCHITECTURE.md, "No state survives an episode".
 
 Under the shim's fresh processes (``sandbox.template``) each episode and each other call runs in a process of its
-own, forked from one that only ran :func:`prepare`; the gate's probes then play episodes through
-:class:`_RemoteDriver`, each in a fresh episode process that sees what training sends it.
+own, forked from one that only ran :func:`prepare`. A probe call (``survey``, ``episode``, ``timing``, ...) then
+runs no env code at all: it plays episodes through :class:`trace_env.gate_remote.RemoteDriver`, each in a fresh
+episode process that sees what training sends it, and asks every other env method (generate, the solutions,
+``derive_truth``, ...) of a fresh one-shot process (the ``env_*`` methods here), so env code that takes over its
+interpreter can answer the env's own functions but never write the gate's figures.
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ import types
 from collections import OrderedDict
 from typing import Any
 
-from trace_env import gate_probe, gate_world
+from trace_env import gate_probe, gate_remote, gate_world
 from trace_env import sdk as _sdk
 from trace_env.loader import EnvProgram
 from trace_env.engine import EpisodeRunner, warm_shipped_targets
-from trace_env.sdk import Episode, Scenario, TaskEnv, ToolRecord, Turn
+from trace_env.sdk import Episode, Scenario, TaskEnv, Turn
 
 _state: dict[str, Any] = {}
 _SCENARIO_CACHE_SIZE = 256
@@ -50,7 +53,10 @@ def _scenario(seed: int) -> Scenario:
     """
     text = _scenarios.get(seed)
     if text is None:
-        text = json.dumps(_env().generate(seed).to_dict())
+        if _remote():  # asked of a fresh process: only its JSON comes here
+            text = json.dumps(gate_remote.scenario_from(gate_remote.RemoteEnv().generated(seed)["scenario"]).to_dict())
+        else:
+            text = json.dumps(_env().generate(seed).to_dict())
         _remember(seed, text)
     else:
         _scenarios.move_to_end(seed)
@@ -90,7 +96,8 @@ GATE_ONLY = frozenset({"generate", "reference_solution", "capability_skipping_so
 
 
 class GateEnv:
-    """The env as the gate's probes see it: every gate-only method is taken from a fresh env, so what such a
+    """The env as the gate's probes see it in this process (one process per worker; under the fresh processes a
+    probe call uses ``gate_remote.RemoteEnv`` instead): every gate-only method is taken from a fresh env, so what such a
     call leaves behind (a flag "the gate called me") is gone before the next episode; anything else is read
     from the current env."""
 
@@ -213,12 +220,24 @@ def _forget(seed: int) -> None:
 
 def generate(params: dict[str, Any]) -> dict[str, Any]:
     """A real (uncached) ``generate(seed)``, timed (see gate_probe.Stopwatch); the whole scenario on request."""
+    if _remote():
+        return gate_remote.RemoteEnv().generated(int(params["seed"]), bool(params.get("with_scenario")))
+    return env_generate(params)
+
+
+def _timed_generate(seed: int) -> tuple[Scenario, float]:
     env = _fresh_env()
     watch = gate_probe.Stopwatch()
-    scenario = env.generate(int(params["seed"]))
+    scenario = env.generate(seed)
     generate_ms = watch.ms()
     if not isinstance(scenario, Scenario):
         raise TypeError(f"generate() must return sdk.Scenario, got {type(scenario).__name__}")
+    return scenario, generate_ms
+
+
+def env_generate(params: dict[str, Any]) -> dict[str, Any]:
+    """:func:`generate` run here (a one-shot process's, or any call's outside the gate's fresh processes)."""
+    scenario, generate_ms = _timed_generate(int(params["seed"]))
     out = {"fingerprint": scenario.fingerprint(), "truth": scenario.truth, "meta": scenario.meta, "generate_ms": generate_ms}
     if params.get("with_scenario"):
         out["scenario"] = scenario.to_dict()
@@ -226,15 +245,56 @@ def generate(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def solution(params: dict[str, Any]) -> list[dict[str, Any]]:
-    env = _fresh_env()
     scenario = _scenario(int(params["seed"]))
-    solve = env.reference_solution if params["which"] == "reference" else env.capability_skipping_solution
+    if _remote():
+        turns = gate_remote.call("env_solution", {"scenario": scenario.to_dict(), "which": params["which"]})
+        if type(turns) is not list:
+            raise gate_remote.BadAnswer("a solution is not a list of turns")
+        return turns
+    return _solve(scenario, params["which"])
+
+
+def _solve(scenario: Scenario, which: str) -> list[dict[str, Any]]:
+    env = _fresh_env()
+    solve = env.reference_solution if which == "reference" else env.capability_skipping_solution
     return [t.to_json() for t in solve(scenario)]
+
+
+# --- the one-shot calls: what a probe process asks of a fresh process (trace_env.gate_remote) -------------
+
+
+def env_solution(params: dict[str, Any]) -> list[dict[str, Any]]:
+    return _solve(gate_remote.scenario_from(params["scenario"]), str(params["which"]))
+
+
+def env_seed(params: dict[str, Any]) -> dict[str, Any]:
+    return gate_remote.seed_answers(params, _fresh_env, _timed_generate, _solve, lambda: env_describe({}))
+
+
+def env_initial_state(params: dict[str, Any]) -> Any:
+    return _fresh_env().initial_state(gate_remote.scenario_from(params["scenario"]))
+
+
+def env_derive_truth(params: dict[str, Any]) -> Any:
+    return _fresh_env().derive_truth(gate_remote.scenario_from(params["scenario"]), params["state"])
+
+
+def env_derive_truths(params: dict[str, Any]) -> list[dict[str, Any]]:
+    return gate_remote.derive_each(_fresh_env, lambda: gate_remote.scenario_from(params["scenario"]), params["states"])
+
+
+def env_describe(params: dict[str, Any]) -> dict[str, Any]:
+    env = _fresh_env()
+    return {"target": env.target, "tool_domain": env.tool_domain or None, "write_tools": sorted(env.write_tools)}
+
+
+def env_truth_marks(params: dict[str, Any]) -> dict[str, Any]:
+    return gate_world.truth_marks(_fresh_env(), int(params["seed"]))
 
 
 class _Driver:
     """The gate's episodes through this module's own ``reset`` and ``step``: the calls training makes (in this
-    process; under the shim's fresh processes :class:`_RemoteDriver` plays them each in a process of its own)."""
+    process; under the shim's fresh processes ``gate_remote.RemoteDriver`` plays them each in a process of its own)."""
 
     def reset(self, seed: int) -> dict[str, Any]:
         return reset({"seed": seed})
@@ -258,86 +318,49 @@ class _Driver:
 
 
 DRIVER = _Driver()
-_episode_calls: list[Any] = []  # the worker's sub-call, in a process forked from the template (sandbox.template)
 
 
 def attach_episodes(call: Any) -> None:
-    """Set by the template's env processes: the gate's episodes are played through ``call(method, params)``,
-    each in a fresh episode process the shim starts (see :class:`_RemoteDriver`)."""
-    _episode_calls[:] = [call]
+    """Set by the template's env processes: under the shim's fresh processes a probe call asks every env method
+    it needs of a fresh process through ``call(method, params)`` (see :mod:`trace_env.gate_remote`)."""
+    gate_remote.attach(call)
 
 
-class _RemoteDriver:
-    """The gate's episodes, each in a fresh process of its own that sees exactly what training sends it:
-    ``reset``, ``step``, ``truncate``. What the gate reads of the episode afterwards (state, transcript, tool
-    log) comes from a ``record`` call once the episode has ended and been scored; the process then ends."""
+def _remote() -> bool:
+    """Whether this process serves a probe call under the shim's fresh processes: then it runs no env code."""
+    return gate_remote.attached() and bool(_state.get("probing"))
 
-    def __init__(self) -> None:
-        self._record: dict[str, Any] | None = None
-        self._episode: Episode | None = None
-        self._seed = 0
 
-    def _call(self, method: str, params: dict[str, Any]) -> Any:
+def _probe(method: Any) -> Any:
+    """A probe call (the gate's): while it runs, env methods are asked of fresh processes where that is possible."""
+    def probing(params: dict[str, Any]) -> Any:
+        before = _state.get("probing")
+        _state["probing"] = True
         try:
-            return _episode_calls[0](method, params)
-        except Exception as exc:
-            kind = getattr(exc, "kind", None)
-            if kind is None:
-                raise
-            raise type(str(kind), (RuntimeError,), {})(str(exc)) from None
+            return method(params)
+        finally:
+            _state["probing"] = before
 
-    def reset(self, seed: int) -> dict[str, Any]:
-        self._record, self._episode, self._seed = None, None, seed
-        return self._call("reset", {"seed": seed})
-
-    def scenario(self, seed: int) -> Scenario:
-        return _scenario(seed)  # this process's own generate(seed): the episode process keeps its copy
-
-    def step(self, action: Any) -> dict[str, Any]:
-        return self._call("step", {"action": action})
-
-    def finish(self) -> dict[str, Any]:
-        return self._call("truncate", {})["info"]["reward_detail"]
-
-    def _recorded(self) -> dict[str, Any]:
-        if self._record is None:
-            self._record = self._call("record", {"with_scenario": False})
-        return self._record
-
-    def episode(self) -> Episode:
-        if self._episode is None:
-            data = self._recorded()
-            self._episode = Episode(
-                scenario=_Generated(self._seed), state=data["state"], messages=data["messages"],
-                tool_log=[ToolRecord(**r) for r in data["tool_log"]], steps=data["steps"],
-                user_turns=data["user_turns"], ended_by=data["ended_by"])
-        return self._episode
-
-    def env_errors(self) -> list[dict[str, str]]:
-        return list(self._recorded()["env_errors"])
-
-    def timings(self) -> tuple[float, list[float]]:
-        """The reset's and the steps' ms as the episode process timed them (its start not included)."""
-        data = self._recorded()
-        return float(data["reset_ms"]), [float(ms) for ms in data["step_ms"]]
+    probing.__name__ = probing.__qualname__ = method.__name__
+    return probing
 
 
-class _Generated:
-    """An episode's scenario, generated in this process only if something reads it: the gate's probes read an
-    episode's state, transcript and tool log, so ``record`` leaves the scenario out (as much JSON as the state)."""
+def _Generated(seed: int) -> Any:  # noqa: N802 - the lazily generated scenario of a remote episode's record
+    return gate_remote._Generated(seed, _scenario)
 
-    def __init__(self, seed: int) -> None:
-        self._seed, self._made = seed, None
 
-    def __getattr__(self, name: str) -> Any:
-        if self._made is None:
-            self._made = _scenario(self._seed)
-        return getattr(self._made, name)
+def _gate_env() -> Any:
+    if _remote():
+        env = _state.get("remote_env")
+        if env is None:
+            env = _state["remote_env"] = gate_remote.RemoteEnv()
+        return env
+    return GATE_ENV
 
 
 def _driver(uncached: bool = False) -> Any:
-    if _episode_calls:
-        return _RemoteDriver()  # every reset is a fresh process: nothing is cached there
+    if _remote():
+        return gate_remote.RemoteDriver(_scenario)  # every reset is a fresh process: nothing is cached there
     return _UncachedDriver() if uncached else DRIVER
 
 
@@ -372,10 +395,12 @@ def episode(params: dict[str, Any]) -> dict[str, Any]:
         turns = params.get("turns", [])
     if params.get("fresh"):
         _forget(seed)
+    if params.get("templates") and _remote():
+        _scenario(seed)  # the values' scenario is asked for before the episode process starts, not during it
     driver = _driver()
     result = gate_probe.play(driver, seed, turns, templates=bool(params.get("templates")), digest_state=bool(params.get("digest_state")))
     if params.get("truth_check"):
-        result["truth_check"] = gate_world.truth_check(GATE_ENV, _scenario(seed), driver.episode().state)
+        result["truth_check"] = gate_world.truth_check(_gate_env(), _scenario(seed), driver.episode().state)
     if not params.get("with_messages", True):
         result.pop("messages")
     return result
@@ -392,15 +417,16 @@ def survey(params: dict[str, Any]) -> list[dict[str, Any]]:
     def seeds(key: str) -> frozenset[int]:
         return frozenset(int(s) for s in params.get(key) or [])
 
+    env = gate_remote.RemoteEnv([int(s) for s in params["seeds"]], seeds("world")) if _remote() else GATE_ENV
     return gate_probe.survey(
-        GATE_ENV, _driver(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
+        env, _driver(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
         parrot=seeds("parrot"), masked=None if params.get("masked") is None else seeds("masked"), world=seeds("world"),
     )
 
 
 def timing(params: dict[str, Any]) -> list[dict[str, Any]]:
     """``generate`` timed uncached on many seeds, with an early stop (see gate_probe.generate_times)."""
-    return gate_probe.generate_times(GATE_ENV, [int(s) for s in params["seeds"]], float(params.get("deadline_s", 2.0)),
+    return gate_probe.generate_times(_gate_env(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 2.0)),
                                      float(params.get("budget_ms", 200.0)))
 
 
@@ -415,10 +441,13 @@ def fingerprints(params: dict[str, Any]) -> list[dict[str, Any]]:
         if out and time.perf_counter() - started > float(params.get("deadline_s", 1.0)):
             break
         try:
-            scenario = _fresh_env().generate(seed)
-            if not isinstance(scenario, Scenario):
-                raise TypeError(type(scenario).__name__)
-            text = json.dumps(scenario.to_dict(), sort_keys=True, default=str)
+            if _remote():  # the scenario's JSON, from a fresh process
+                text = json.dumps(gate_remote.RemoteEnv().generated(seed)["scenario"], sort_keys=True, default=str)
+            else:
+                scenario = _fresh_env().generate(seed)
+                if not isinstance(scenario, Scenario):
+                    raise TypeError(type(scenario).__name__)
+                text = json.dumps(scenario.to_dict(), sort_keys=True, default=str)
         except Exception as exc:  # a raising seed is the survey's finding, not this probe's
             out.append({"seed": seed, "error": type(exc).__name__[:200]})
             continue
@@ -484,6 +513,8 @@ def truncate(params: dict[str, Any]) -> dict[str, Any]:
 
 
 METHODS = {
-    "load": load, "generate": generate, "solution": solution, "episode": episode, "reset": reset, "step": step,
-    "truncate": truncate, "record": record, "episodes": episodes, "survey": survey, "memory": memory, "timing": timing, "fingerprints": fingerprints, "usage": usage,
+    "load": load, "reset": reset, "step": step, "truncate": truncate, "record": record, "usage": usage,
+    **{m.__name__: _probe(m) for m in (generate, solution, episode, episodes, survey, memory, timing, fingerprints)},
+    **{m.__name__: m for m in (env_generate, env_solution, env_seed, env_initial_state, env_derive_truth,
+                               env_derive_truths, env_describe, env_truth_marks)},
 }
