@@ -3,6 +3,8 @@
 - tool_calling_precision: a booking with checked bags after the user said they need none; a charge to a payment
   method nobody named (the user said nothing about payment, the agent never said which method it would use,
   and the profile held more than one);
+- structured_data_reasoning: asked for the cheapest itinerary (with no other wish that could rule one out), choosing
+  one that the agent's own search of that route and date showed a cheaper one to;
 - policy_application: refusing the user's plan of separate reservations (one certificate each) as if the policy
   forbade it: the policy limits certificates per reservation, not reservations per user.
 
@@ -11,6 +13,7 @@ Judged on English (TEXT confidence); a later user message that asks for bags or 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -18,7 +21,7 @@ from factory.analyze.calls import AgentCall
 from factory.analyze.conversation import sentences
 from factory.analyze.evidence import LACKING, TEXT, Evidence
 
-CALLS, POLICY = "tool_calling_precision", "policy_application"
+CALLS, POLICY, DATA = "tool_calling_precision", "policy_application", "structured_data_reasoning"
 _NO_BAGS = re.compile(r"\b(no|zero|without( any)?|(don['’]?t|do not|won['’]?t) (need|want|have)\b[^.,;]{0,30}?\b(any)?)\s+"
                       r"(extra\s+|additional\s+)?(checked\s+)?(bags?|baggages?|luggage)\b", re.IGNORECASE)
 _WANTS_BAGS = re.compile(r"\b(\d+|one|two|three|four|five|a|an)\s+(checked\s+)?(bags?|baggages?|luggage)\b|\badd\b[^.]{0,20}\bbag", re.IGNORECASE)
@@ -111,9 +114,62 @@ def _separate_reservations_refused(ev: Evidence) -> None:
                 return
 
 
+_CHEAPEST = re.compile(r"\b(cheapest|lowest (price|fare|cost)|least expensive)\b", re.IGNORECASE)
+_OTHER_WISH = re.compile(r"\b(after|before|between|by)\s+\d|\b(nonstop|non-stop|direct|fastest|shortest|earliest|latest|morning|evening|afternoon|night)\b|"
+                         r"\bsecond\b", re.IGNORECASE)
+
+
+def _options(call: AgentCall, cabin: str) -> list[tuple[int, tuple[str, ...]]]:
+    """(price, flight numbers) of every itinerary a search returned with a seat in the cabin."""
+    try:
+        found = json.loads(call.result or "")
+    except ValueError:
+        return []
+    out = []
+    for option in found if isinstance(found, list) else []:
+        legs = option if isinstance(option, list) else [option]
+        if not legs or not all(isinstance(f, dict) and isinstance((f.get("prices") or {}).get(cabin), (int, float)) for f in legs):
+            continue
+        if any(((f.get("available_seats") or {}).get(cabin) or 0) <= 0 for f in legs):
+            continue
+        out.append((int(sum(f["prices"][cabin] for f in legs)), tuple(str(f.get("flight_number")) for f in legs)))
+    return out
+
+
+def _not_the_cheapest(ev: Evidence) -> None:
+    """Asked for the cheapest itinerary (and nothing else that could rule one out), the agent chose one its own
+    searches of that route and date showed a cheaper one to."""
+    for call in ev.calls:
+        if call.name not in ("book_reservation", "update_reservation_flights") or call.error or not isinstance(call.arguments, dict):
+            continue
+        users = ev.user_text_before(call.message_index)
+        cabin = str(call.arguments.get("cabin") or "")
+        chosen = {str(f.get("flight_number")) for f in call.arguments.get("flights") or [] if isinstance(f, dict)}
+        if not _CHEAPEST.search(users) or _OTHER_WISH.search(users) or not cabin or any(f in users for f in chosen):
+            continue
+        searches = [c for c in ev.calls if c.name in ("search_direct_flight", "search_onestop_flight") and c.message_index < call.message_index]
+        routes: dict[tuple[str, ...], list[tuple[int, tuple[str, ...]]]] = {}
+        for search in searches:
+            args = search.arguments or {}
+            routes.setdefault((str(args.get("origin")), str(args.get("destination")), str(args.get("date"))), []).extend(_options(search, cabin))
+        for route, options in routes.items():
+            picked = [o for o in options if set(o[1]) <= chosen]
+            if not picked or not options:
+                continue
+            price, flights = min(picked)
+            best = min(options)
+            if best[0] < price:
+                ev.add(DATA, LACKING, f"asked for the cheapest, chose {'+'.join(flights)} (${price}) where its search of {route[0]}-{route[1]} on "
+                                      f"{route[2]} showed {'+'.join(best[1])} (${best[0]}) in {cabin}", rule="not_the_cheapest", at=call.message_index,
+                       values={"route": list(route), "chosen": list(flights), "price": price, "cheapest": list(best[1]), "cheapest_price": best[0]},
+                       confidence=TEXT)  # fmt: skip
+                return
+
+
 def judge(ev: Evidence) -> None:
     if ev.domain != "airline":
         return
     _bags_declined(ev)
     _payment_nobody_named(ev)
     _separate_reservations_refused(ev)
+    _not_the_cheapest(ev)
