@@ -176,8 +176,8 @@ def rule_unavailable_claims(ev: Evidence) -> None:
 def rule_user_choices(ev: Evidence) -> None:
     """On τ² airline, what the user said against what the calls did (TEXT): tool_calling_precision is LACKING
     for a booking with checked bags after the user said they need none, or a charge to a payment method that
-    neither the user nor the agent had named when the profile held several (and it had not paid for the
-    reservation); structured_data_reasoning is LACKING when, asked for the cheapest itinerary, the agent chose
+    neither the user nor the agent had named when the profile held several, it had not paid for the
+    reservation and the task's instructions give the user a wish for another kind of method; structured_data_reasoning is LACKING when, asked for the cheapest itinerary, the agent chose
     one its own search of that route and date showed a cheaper one to; policy_application is LACKING for
     refusing the user's plan of separate reservations as against the policy (it limits certificates per
     reservation, not reservations)."""

@@ -27,6 +27,14 @@ _NO_BAGS = re.compile(r"\b(no|zero|without( any)?|(don['’]?t|do not|won['’]?
 _WANTS_BAGS = re.compile(r"\b(\d+|one|two|three|four|five|a|an)\s+(checked\s+)?(bags?|baggages?|luggage)\b|\badd\b[^.]{0,20}\bbag", re.IGNORECASE)
 _FREE = re.compile(r"\bfree\b[^.]{0,20}\b(allowance|bags?|baggage)|\ballowance\b", re.IGNORECASE)
 _PAY_WORDS = re.compile(r"\b(card|gift|certificate|voucher|paypal|visa|mastercard|amex|pay|payment|charge|bill)\w*", re.IGNORECASE)
+_SOURCE_WISH = re.compile(r"\b(gift[ -]?cards?|certificates?|paypal|cards?)\b", re.IGNORECASE)
+
+
+def _source(wish: str) -> str:
+    wish = wish.lower()
+    return "gift_card" if "gift" in wish else "certificate" if "certif" in wish else "paypal" if "paypal" in wish else "credit_card"
+
+
 _CHARGES = ("book_reservation", "update_reservation_flights", "update_reservation_baggages")
 _SEPARATE = re.compile(r"\b(separate|split|individual|multiple|three|two)\b[^.]{0,40}\b(reservations?|bookings?)\b", re.IGNORECASE)
 _REFUSE = re.compile(r"\b(cannot|can['’]?t|can not|unable|not (able|allowed|permitted|possible)|does not (allow|permit)|doesn['’]?t (allow|permit)|"
@@ -85,13 +93,16 @@ def _payment_nobody_named(ev: Evidence) -> None:
         if _PAY_WORDS.search(users):
             return  # the user spoke about payment: other rules compare what they asked for
         methods = _methods(ev, call.message_index)
-        if len(methods) < 2:
-            continue
+        wished = _SOURCE_WISH.findall(ev.instructions)
+        if len(methods) < 2 or not wished:
+            continue  # nothing shows the choice mattered to the user
         agent = "\n".join(u.text for u in ev.said if u.role == "assistant" and u.index < call.message_index)
         for payment_id in _charged_ids(call):
             method = methods.get(payment_id)
             if method is None or _named(agent, payment_id, method) or payment_id in _original(ev, call):
                 continue
+            if any(_source(w) == method.get("source") for w in wished):
+                continue  # the method the user wanted
             described = str(method.get("source", "")).replace("_", " ") + (f" ending in {method['last_four']}" if method.get("last_four") else "")
             ev.add(CALLS, LACKING, f"{call.name} charged {payment_id} ({described}), a method neither the user nor the agent had named; the "
                                    f"profile holds {len(methods)}", rule="payment_nobody_named", at=call.message_index,

@@ -15,7 +15,10 @@ only once the next one existed: ``rule_trust.json`` is calibrated on tune, holdo
 - first holdout (scored frozen at 5/10, 8/11): now 6/10, 10/12, 13/14 spared, 0/17 blamed;
 - holdout2 (scored frozen at 8/17, 11/14, 9/9, 2/15): now 15/17, 19/21, 9/9, 2/15;
 - holdout3, scored once with the rules frozen: 7/17 (recall 0.41), 9/18 (precision 0.50), 7/8 other failures
-  spared, 3/15 successes blamed (the rules before the holdout2 tuning: 7/17, 9/16, 7/8, 2/15).
+  spared, 3/15 successes blamed (the rules before the holdout2 tuning: 7/17, 9/16, 7/8, 2/15). After that score the
+  synthetic suite (``test_analyze_offline``) caught ``payment_nobody_named`` firing on careful replays of the gold;
+  narrowing it (the user's instructions must show a wish for another kind of method) gives 7/17, 9/17 (0.53), 7/8,
+  3/15, the figures below and in ``measured.json``.
 
 holdout3 meets the issue's bar on failures that are not the agent's (at least 8 of every 11 spared) and misses the
 bars on recall (0.70), precision (0.80) and successes (at most 2 of every 15 blamed): those tests are strict xfails
@@ -143,7 +146,7 @@ def test_recall_on_the_holdout_reaches_the_bar(scored):
     assert f.recall >= RECALL_BAR, f.misses
 
 
-@pytest.mark.xfail(strict=True, reason="holdout3 precision 0.50 (9/18) is below the issue's bar of 0.80; see measured.json")
+@pytest.mark.xfail(strict=True, reason="holdout3 precision 0.53 (9/17; 0.50 when scored frozen) is below the issue's bar of 0.80; see measured.json")
 def test_precision_on_the_holdout_reaches_the_bar(scored):
     f = scored.figures(HOLDOUT)
     assert f.precision >= PRECISION_BAR, f.wrong
