@@ -138,10 +138,10 @@ def measured() -> dict[str, Any] | None:
 
 def measured_summary(data: dict[str, Any]) -> dict[str, Any]:
     """What a report states about the offline labeler: the set, and the figures of its freshest holdout (the one
-    no rule was tuned on: ``holdout2`` once it exists) and of the whole set."""
+    no rule was tuned on: the highest-numbered ``holdoutN``) and of the whole set."""
     figures = data.get("figures", {})
     return {"source": "measured", "labeler": data.get("labeler", "offline"), "set": data.get("set", {}),
-            "holdout": figures.get("holdout2") or figures.get("holdout"), "all": figures.get("all")}  # fmt: skip
+            "holdout": figures.get("holdout3") or figures.get("holdout2") or figures.get("holdout"), "all": figures.get("all")}  # fmt: skip
 
 
 def summary_line(agreement_: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ from functools import lru_cache
 from importlib import resources
 from collections.abc import Callable
 
-from factory.analyze import policy_airline, policy_retail, policy_toolsandbox, rules_claims, rules_dates, rules_escalation, rules_figures, rules_items, rules_requests, rules_values
+from factory.analyze import policy_airline, policy_retail, policy_toolsandbox, rules_asked, rules_claims, rules_dates, rules_escalation, rules_figures, rules_items, rules_requests, rules_values
 from factory.analyze.catalogue import canonical
 from factory.analyze.conversation import claims_done, denies_success
 from factory.analyze.evidence import ABSTAIN, LACKING, NA, PRESENT, RECORD, TEXT, Evidence, Finding, build_evidence
@@ -173,6 +173,17 @@ def rule_unavailable_claims(ev: Evidence) -> None:
     rules_claims.judge(ev)
 
 
+def rule_user_choices(ev: Evidence) -> None:
+    """On τ² airline, what the user said against what the calls did (TEXT): tool_calling_precision is LACKING
+    for a booking with checked bags after the user said they need none, or a charge to a payment method that
+    neither the user nor the agent had named when the profile held several, it had not paid for the
+    reservation and the task's instructions give the user a wish for another kind of method; structured_data_reasoning is LACKING when, asked for the cheapest itinerary, the agent chose
+    one its own search of that route and date showed a cheaper one to; policy_application is LACKING for
+    refusing the user's plan of separate reservations as against the policy (it limits certificates per
+    reservation, not reservations)."""
+    rules_asked.judge(ev)
+
+
 def rule_escalation_judgment(ev: Evidence) -> None:
     """LACKING when the agent transferred to a human agent a request the policy let it handle on the records it
     had read (a cancellation with a valid ground; a return, exchange or cancellation the order's status
@@ -216,6 +227,7 @@ RULES: list[Callable[[Evidence], None]] = [
     rule_figures,
     rule_datetime,
     rule_unavailable_claims,
+    rule_user_choices,
     rule_escalation_judgment,
 ]
 RULE_NAMES = (

@@ -27,6 +27,10 @@ PRE, POLICY, DATA, DATE = "precondition_verification", "policy_application", "st
 _COMPLAINT_DELAY = re.compile(r"\bdelay", re.IGNORECASE)
 _COMPLAINT_CANCEL = re.compile(r"\b(flight|airline)\b[^.]{0,40}\bcancel+ed\b|\bcancel+ed (flight|by)\b", re.IGNORECASE)
 _ASKED_COMPENSATION = re.compile(r"\b(compensat\w*|certificate|voucher|refund|credit|reimburs\w*|make (it|this|up)|gesture)\b", re.IGNORECASE)
+_REBOOK = re.compile(r"\bcancel\w*\b[^.]{0,60}\b(book|rebook|reserve)\w*\b[^.]{0,20}\b(new|another|different)\b|\b(cancel\w* and rebook|cancel\w* and book)\b", re.IGNORECASE)
+"""A user asking to cancel a trip in order to book its replacement: the change of plan is the reason."""
+_REASON_WORD = re.compile(r"\b(reason|raison|motivo|raz[oó]n|grund)", re.IGNORECASE)
+"""The agent asked why (in the languages real runs switch to)."""
 _ASKED_REASON = re.compile(r"\breason\b|\bwhy\b", re.IGNORECASE)
 
 
@@ -62,7 +66,7 @@ def _cancel(ev: Evidence, call: AgentCall, world: World) -> None:
     rid = res["reservation_id"]
     reason, words = _stated_reason(ev, call.message_index)
     facts = {**res_values(res, world.now), "reason": reason}
-    if reason is None and "reason" not in ev.agent_text_before(call.message_index, last=50).lower():
+    if reason is None and not _REBOOK.search(ev.user_text_before(call.message_index)) and not _REASON_WORD.search(ev.agent_text_before(call.message_index, last=50)):
         ev.add(PRE, LACKING, f"cancelled {rid} without obtaining the reason for cancellation, which the policy requires",
                rule="cancel_without_reason", at=call.message_index, values=facts, confidence=TEXT)  # fmt: skip
     else:

@@ -66,7 +66,8 @@ def _refused_cancel(ev: Evidence, index: int, sentence: str, res: dict[str, Any]
             if BEYOND_24H.search(sentence):
                 ev.add(DATE, PRESENT, f"{rid} was booked more than 24 hours before {world.now}")
         return
-    if "recent_booking" in grounds and BEYOND_24H.search(sentence):
+    whole = next((u.text for u in ev.said if u.index == index), sentence)  # the 24-hour claim may sit in another sentence
+    if "recent_booking" in grounds and (BEYOND_24H.search(sentence) or BEYOND_24H.search(whole)):
         ev.add(DATE, LACKING, f"refused to cancel {rid} as booked over 24 hours ago, but it was booked {res.get('created_at')}, within 24 h of {world.now}",
                rule="24h_window_misjudged", at=index, values=facts, confidence=TEXT)  # fmt: skip
     elif FLOWN_WORDS.search(sentence):
@@ -87,11 +88,12 @@ def _cited_cabin(sentence: str) -> str | None:
 
 def _refused_cabin(ev: Evidence, index: int, sentence: str, res: dict[str, Any], world: World) -> None:
     """Only a refusal that cites the reservation's cabin is judged: other reasons (one passenger only, seats,
-    budget) may be right and are not what the records decide."""
+    budget) may be right and are not what the records decide, nor is one to a user who asked for new flights too
+    (those the policy may forbid)."""
     rid = res["reservation_id"]
     if kit.cabin_change_problems(res, world.flights):
         ev.add(POLICY, PRESENT, f"declined a cabin change on {rid}, which had flown")
-    elif _cited_cabin(sentence) == res.get("cabin") and not _OTHER_REASON.search(sentence):
+    elif _cited_cabin(sentence) == res.get("cabin") and not _OTHER_REASON.search(sentence) and not _ASKS_FLIGHTS.search(ev.user_text_before(index)):
         ev.add(POLICY, LACKING, f"refused a cabin change on {rid} because of its cabin ({res.get('cabin')}); the policy allows cabin changes, "
                                 "basic economy included, until a flight has flown", rule="allowed_cabin_change_refused", at=index,
                values={"reservation": rid, "cabin": res.get("cabin"), "refusal": sentence[:160]}, confidence=TEXT)  # fmt: skip

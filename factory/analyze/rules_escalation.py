@@ -6,6 +6,8 @@ cases are decided on the records the agent had read:
 - a transfer of a request the agent could handle itself: a cancellation with a valid ground (airline), or a
   cancellation, return or exchange the order's status allows (retail), not made before the transfer; not
   judged when the user asked for a person (then the request may carry a condition the agent cannot meet);
+- (airline) a flight change the agent had searched and laid out, on a reservation whose change the policy allows,
+  transferred before any change was made and without the user asking for a person;
 - (airline) a cancellation of a trip part of which had flown, which the policy sends to a human agent, not
   transferred.
 """
@@ -78,12 +80,12 @@ def judge_transfers(ev: Evidence) -> None:
             ev.add(CAP, LACKING, f"transferred to a human agent a {handle['action']} of {handle['record']} that the policy let the agent make "
                                  f"itself ({', '.join(handle.get('grounds') or [str(handle.get('status'))])})", rule="transfer_of_allowed_request",
                    at=call.message_index, values={**handle, "asked": users[-1].text[:160]}, confidence=TEXT)  # fmt: skip
-        else:
-            _transfer_instead_of_confirmed_write(ev, call.message_index, users)
+        elif not _transfer_instead_of_confirmed_write(ev, call.message_index, users) and ev.domain == "airline":
+            _transfer_of_found_change(ev, call.message_index, users)
         return
 
 
-def _transfer_instead_of_confirmed_write(ev: Evidence, at: int, users: list) -> None:
+def _transfer_instead_of_confirmed_write(ev: Evidence, at: int, users: list) -> bool:
     """The user said yes to a change the agent had laid out and had not asked for a person; the agent made no
     change after that yes and transferred: a request it could handle, escalated."""
     for user in reversed(users[-3:]):
@@ -91,11 +93,39 @@ def _transfer_instead_of_confirmed_write(ev: Evidence, at: int, users: list) -> 
         if proposal is None or not confirms_first(user.text) or not _PROPOSES.search(proposal.text):
             continue
         if any(ev.catalog.is_write(c.name) and c.name != TRANSFER and user.index < c.message_index < at for c in ev.calls):
-            return
+            return True
         ev.add(CAP, LACKING, f"the user confirmed the change the agent proposed ({user.text.strip()[:60]!r}) and the agent transferred instead "
                              "of making it", rule="transfer_instead_of_confirmed_change", at=at,
                values={"confirmed": user.text[:160], "proposal": proposal.text[:160]}, confidence=TEXT)  # fmt: skip
+        return True
+    return False
+
+
+_FLIGHT_NO = re.compile(r"\bHAT\d{3}\b")
+_CHANGE = re.compile(r"\b(change|move|switch|modify|push|rebook|nonstop|earlier|later)\b[^.]{0,40}\b(flights?|dates?|return|outbound|outgoing|trip|reservation)\b", re.I)
+
+
+def _transfer_of_found_change(ev: Evidence, at: int, users: list) -> None:
+    """(airline) The user asked to change a reservation's flights, the agent searched and laid out flights for it
+    (its cabin is not basic economy and nothing has flown, so the policy allows the change), then transferred
+    without making any change and without the user asking for a person: over a fee or insurance dispute, say,
+    which the agent answers from the policy instead."""
+    if not any(_CHANGE.search(u.text) for u in users):
         return
+    searches = [c for c in ev.calls if c.name.startswith("search_") and c.message_index < at and c.result]
+    found = {f for c in searches for f in _FLIGHT_NO.findall(c.result or "")}
+    laid_out = [u for u in ev.said if u.role == "assistant" and u.index < at and set(_FLIGHT_NO.findall(u.text)) & found]
+    if not laid_out or any(ev.catalog.is_write(c.name) and c.name != TRANSFER and c.message_index < at for c in ev.calls):
+        return
+    world = ev.world_before(at)
+    context = "\n".join(u.text for u in users) + "\n" + laid_out[-1].text
+    rid = _target(sorted(ids_in(context)), world.reservations, context)
+    res = world.reservations.get(rid) if rid else None
+    if res is None or res.get("cabin") == "basic_economy" or airline_kit.flown_segments(res, world.flights):
+        return
+    ev.add(CAP, LACKING, f"laid out new flights for {rid}, whose change the policy allows, then transferred without making it or being asked "
+                         "for a person", rule="transfer_of_found_change", at=at,
+           values={"reservation": rid, "cabin": res.get("cabin"), "laid_out": laid_out[-1].text[:160]}, confidence=TEXT)  # fmt: skip
 
 
 def judge_flown_cancellations(ev: Evidence) -> None:

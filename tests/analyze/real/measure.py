@@ -1,6 +1,6 @@
 """Writes ``factory/analyze/measured.json``: the offline labeler's agreement with the hand labels of the real
-labelled set, on its tune part, its first holdout (tuning data since it was scored), ``holdout2`` (drawn and
-labelled after that, scored once with the rules frozen) and all of it. Run at release (after ``calibrate``):
+labelled set, on its tune part, its first holdout and ``holdout2`` (each tuning data since it was scored),
+``holdout3`` (drawn and labelled after holdout2 had been scored, scored once with the rules frozen) and all of it. Run at release (after ``calibrate``):
 ``python3 -m tests.analyze.real.measure``; ``test_analyze_real`` checks the shipped file equals a rerun."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def content() -> str:
     hand = load_hand_labels(LABELS)
     rows = [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines() if line.strip()]
     scored = run()
-    figures = {name: scored.figures(split).figures() for name, split in (("tune", "tune"), ("holdout", "holdout"), ("holdout2", "holdout2"), ("all", None))}
+    figures = {name: scored.figures(split).figures() for name, split in (("tune", "tune"), ("holdout", "holdout"), ("holdout2", "holdout2"), ("holdout3", "holdout3"), ("all", None))}
     described = {
         "name": SET_NAME,
         "trajectories": len(hand),
