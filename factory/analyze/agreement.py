@@ -141,7 +141,13 @@ def measured_summary(data: dict[str, Any]) -> dict[str, Any]:
     no rule was tuned on: the highest-numbered ``holdoutN``) and of the whole set."""
     figures = data.get("figures", {})
     return {"source": "measured", "labeler": data.get("labeler", "offline"), "set": data.get("set", {}),
-            "holdout": figures.get("holdout3") or figures.get("holdout2") or figures.get("holdout"), "all": figures.get("all")}  # fmt: skip
+            "holdout": figures.get(_freshest(figures)), "all": figures.get("all")}  # fmt: skip
+
+
+def _freshest(figures: dict[str, Any]) -> str:
+    """The holdout drawn last: ``holdout`` is the first, ``holdoutN`` the N-th."""
+    parts = [k for k in figures if k == "holdout" or (k.startswith("holdout") and k[7:].isdigit())]
+    return max(parts, key=lambda k: int(k[7:] or 1), default="holdout")
 
 
 def summary_line(agreement_: dict[str, Any]) -> str:
