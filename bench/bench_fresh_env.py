@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree, whatever is installed
 
-from trace_env import handler  # noqa: E402
+from trace_env import gate_calls, handler  # noqa: E402
 
 
 def _episodes(seeds: list[int], plans: dict[int, list]) -> tuple[float, float]:
@@ -43,7 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     handler.load({"source": Path(args.env).read_text()})
     seeds = list(range(args.episodes))
-    plans = {seed: handler.solution({"seed": seed, "which": "reference"}) for seed in seeds}  # scenarios cached too
+    plans = {seed: gate_calls.solution({"seed": seed, "which": "reference"}) for seed in seeds}  # scenarios cached too
     fresh_env = handler._fresh_env
     reused = {"fresh": ([], []), "reused": ([], [])}
     for _ in range(args.rounds):

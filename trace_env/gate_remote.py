@@ -6,7 +6,7 @@ probe needs is a sub-call (``sandbox.worker.subcall``) that the shim serves in a
 template (:mod:`sandbox.template`), ended after its one reply. Episodes go to an episode process of their own
 (:class:`RemoteDriver`: ``reset``, ``step``, ``truncate``, then ``record``); every other method is a one-shot
 call (:data:`ONE_SHOT`: ``env_generate``, ``env_seed``, ``env_solution``, ``env_initial_state``, ``env_derive_truth``,
-``env_derive_truths``, ``env_describe``, ``env_truth_marks``; served by :mod:`trace_env.handler`).
+``env_derive_truths``, ``env_describe``, ``env_truth_marks``; served by :mod:`trace_env.gate_calls`).
 ``env_derive_truths`` asks many independent counterfactual questions of one process (the hidden-threshold
 probe's moves, :func:`truths`), each of a fresh env object on its own copy of the state. Only JSON comes back,
 the env's word, checked by shape here; what env code does to its own process (rewriting ``gate_probe``) ends with it.

@@ -5,7 +5,7 @@ only ever see JSON. One worker hosts one env: ``load`` first, then any mix of th
 
 No state survives an episode: the env's module is compiled once at ``load`` and executed into a new module
 object, with a new env instance, at every ``reset`` and before every call only the gate makes (``generate``,
-the two solutions, ``derive_truth``; :class:`GateEnv`). Class attributes, module globals and instance
+the two solutions, ``derive_truth``; :class:`trace_env.gate_calls.GateEnv`). Class attributes, module globals and instance
 attributes start clean each episode, in the gate and in training alike, so an env cannot count episodes,
 notice consecutive seeds or remember that the gate called a solution. What env code could still reach
 beyond its own module (the SDK, kits, stdlib modules, builtins) does not outlive the episode's process (below)
@@ -13,11 +13,11 @@ and, for rebinding between calls, is caught by the worker's integrity check (``s
 quality filter and refuses none of it); see ARCHITECTURE.md, "No state survives an episode".
 
 Under the shim's fresh processes (``sandbox.template``) each episode and each other call runs in a process of its
-own, forked from one that only ran :func:`prepare`. A probe call (``survey``, ``episode``, ``timing``, ...) then
-runs no env code at all: it plays episodes through :class:`trace_env.gate_remote.RemoteDriver`, each in a fresh
-episode process that sees what training sends it, and asks every other env method (generate, the solutions,
-``derive_truth``, ...) of a fresh one-shot process (the ``env_*`` methods here), so env code that takes over its
-interpreter can answer the env's own functions but never write the gate's figures.
+own, forked from one that only ran :func:`prepare`. The calls only the gate makes are in
+:mod:`trace_env.gate_calls`: a probe (``survey``, ``episode``, ``timing``, ...) runs no env code at all, and asks
+every env method it needs of a fresh episode or one-shot process, so env code that takes over its interpreter can
+answer the env's own functions but never write the gate's figures. This module keeps what both sides use: the
+scenario cache, ``load``, and the calls training makes.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ import types
 from collections import OrderedDict
 from typing import Any
 
-from trace_env import gate_probe, gate_remote, gate_world
+from trace_env import gate_calls, gate_probe, gate_remote
 from trace_env import sdk as _sdk
 from trace_env.loader import EnvProgram
 from trace_env.engine import EpisodeRunner, warm_shipped_targets
-from trace_env.sdk import Episode, Scenario, TaskEnv, Turn
+from trace_env.sdk import Scenario, TaskEnv, Turn
 
 _state: dict[str, Any] = {}
 _SCENARIO_CACHE_SIZE = 256
@@ -90,22 +90,6 @@ def _fresh_env() -> TaskEnv:
     env = program.fresh()
     _state["env"] = env
     return env
-
-
-GATE_ONLY = frozenset({"generate", "reference_solution", "capability_skipping_solution", "derive_truth"})
-
-
-class GateEnv:
-    """The env as the gate's probes see it in this process (one process per worker; under the fresh processes a
-    probe call uses ``gate_remote.RemoteEnv`` instead): every gate-only method is taken from a fresh env, so what such a
-    call leaves behind (a flag "the gate called me") is gone before the next episode; anything else is read
-    from the current env."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(_fresh_env() if name in GATE_ONLY else _env(), name)
-
-
-GATE_ENV: Any = GateEnv()
 
 
 def _action(item: Any) -> Any:
@@ -218,108 +202,6 @@ def _forget(seed: int) -> None:
         _cached_chars[0] -= len(text)
 
 
-def generate(params: dict[str, Any]) -> dict[str, Any]:
-    """A real (uncached) ``generate(seed)``, timed (see gate_probe.Stopwatch); the whole scenario on request."""
-    if _remote():
-        return gate_remote.RemoteEnv().generated(int(params["seed"]), bool(params.get("with_scenario")))
-    return env_generate(params)
-
-
-def _timed_generate(seed: int) -> tuple[Scenario, float]:
-    env = _fresh_env()
-    watch = gate_probe.Stopwatch()
-    scenario = env.generate(seed)
-    generate_ms = watch.ms()
-    if not isinstance(scenario, Scenario):
-        raise TypeError(f"generate() must return sdk.Scenario, got {type(scenario).__name__}")
-    return scenario, generate_ms
-
-
-def env_generate(params: dict[str, Any]) -> dict[str, Any]:
-    """:func:`generate` run here (a one-shot process's, or any call's outside the gate's fresh processes)."""
-    scenario, generate_ms = _timed_generate(int(params["seed"]))
-    out = {"fingerprint": scenario.fingerprint(), "truth": scenario.truth, "meta": scenario.meta, "generate_ms": generate_ms}
-    if params.get("with_scenario"):
-        out["scenario"] = scenario.to_dict()
-    return out
-
-
-def solution(params: dict[str, Any]) -> list[dict[str, Any]]:
-    scenario = _scenario(int(params["seed"]))
-    if _remote():
-        turns = gate_remote.call("env_solution", {"scenario": scenario.to_dict(), "which": params["which"]})
-        if type(turns) is not list:
-            raise gate_remote.BadAnswer("a solution is not a list of turns")
-        return turns
-    return _solve(scenario, params["which"])
-
-
-def _solve(scenario: Scenario, which: str) -> list[dict[str, Any]]:
-    env = _fresh_env()
-    solve = env.reference_solution if which == "reference" else env.capability_skipping_solution
-    return [t.to_json() for t in solve(scenario)]
-
-
-# --- the one-shot calls: what a probe process asks of a fresh process (trace_env.gate_remote) -------------
-
-
-def env_solution(params: dict[str, Any]) -> list[dict[str, Any]]:
-    return _solve(gate_remote.scenario_from(params["scenario"]), str(params["which"]))
-
-
-def env_seed(params: dict[str, Any]) -> dict[str, Any]:
-    return gate_remote.seed_answers(params, _fresh_env, _timed_generate, _solve, lambda: env_describe({}))
-
-
-def env_initial_state(params: dict[str, Any]) -> Any:
-    return _fresh_env().initial_state(gate_remote.scenario_from(params["scenario"]))
-
-
-def env_derive_truth(params: dict[str, Any]) -> Any:
-    return _fresh_env().derive_truth(gate_remote.scenario_from(params["scenario"]), params["state"])
-
-
-def env_derive_truths(params: dict[str, Any]) -> list[dict[str, Any]]:
-    return gate_remote.derive_each(_fresh_env, lambda: gate_remote.scenario_from(params["scenario"]), params["states"])
-
-
-def env_describe(params: dict[str, Any]) -> dict[str, Any]:
-    env = _fresh_env()
-    return {"target": env.target, "tool_domain": env.tool_domain or None, "write_tools": sorted(env.write_tools)}
-
-
-def env_truth_marks(params: dict[str, Any]) -> dict[str, Any]:
-    return gate_world.truth_marks(_fresh_env(), int(params["seed"]))
-
-
-class _Driver:
-    """The gate's episodes through this module's own ``reset`` and ``step``: the calls training makes (in this
-    process; under the shim's fresh processes ``gate_remote.RemoteDriver`` plays them each in a process of its own)."""
-
-    def reset(self, seed: int) -> dict[str, Any]:
-        return reset({"seed": seed})
-
-    def scenario(self, seed: int) -> Scenario:
-        return _state["runner"].episode.scenario
-
-    def step(self, action: Any) -> dict[str, Any]:
-        return step({"action": action})
-
-    def finish(self) -> dict[str, Any]:
-        """The agent stopped before the episode ended: graded through ``truncate``, what training calls when
-        it caps turns, so the env sees the same episode (``ended_by`` is ``max_steps``) in both."""
-        return truncate({})["info"]["reward_detail"]
-
-    def episode(self) -> Episode:
-        return _state["runner"].episode
-
-    def env_errors(self) -> list[dict[str, str]]:
-        return _state["runner"].env_errors
-
-
-DRIVER = _Driver()
-
-
 def attach_episodes(call: Any) -> None:
     """Set by the template's env processes: under the shim's fresh processes a probe call asks every env method
     it needs of a fresh process through ``call(method, params)`` (see :mod:`trace_env.gate_remote`)."""
@@ -329,39 +211,6 @@ def attach_episodes(call: Any) -> None:
 def _remote() -> bool:
     """Whether this process serves a probe call under the shim's fresh processes: then it runs no env code."""
     return gate_remote.attached() and bool(_state.get("probing"))
-
-
-def _probe(method: Any) -> Any:
-    """A probe call (the gate's): while it runs, env methods are asked of fresh processes where that is possible."""
-    def probing(params: dict[str, Any]) -> Any:
-        before = _state.get("probing")
-        _state["probing"] = True
-        try:
-            return method(params)
-        finally:
-            _state["probing"] = before
-
-    probing.__name__ = probing.__qualname__ = method.__name__
-    return probing
-
-
-def _Generated(seed: int) -> Any:  # noqa: N802 - the lazily generated scenario of a remote episode's record
-    return gate_remote._Generated(seed, _scenario)
-
-
-def _gate_env() -> Any:
-    if _remote():
-        env = _state.get("remote_env")
-        if env is None:
-            env = _state["remote_env"] = gate_remote.RemoteEnv()
-        return env
-    return GATE_ENV
-
-
-def _driver(uncached: bool = False) -> Any:
-    if _remote():
-        return gate_remote.RemoteDriver(_scenario)  # every reset is a fresh process: nothing is cached there
-    return _UncachedDriver() if uncached else DRIVER
 
 
 def record(params: dict[str, Any]) -> dict[str, Any]:
@@ -377,98 +226,6 @@ def record(params: dict[str, Any]) -> dict[str, Any]:
             "tool_log": [vars(r) for r in episode.tool_log], "steps": episode.steps,
             "user_turns": episode.user_turns, "ended_by": episode.ended_by, "env_errors": list(runner.env_errors),
             "reset_ms": _timings["reset_ms"], "step_ms": list(_timings["step_ms"])}
-
-
-def episode(params: dict[str, Any]) -> dict[str, Any]:
-    """Play turns (or one of the two solutions) from ``reset(seed)`` through the driver; reset and every step
-    are timed.
-
-    ``fresh``: generate the scenario anew instead of reading the cache. ``templates``: the turns may name
-    scenario values (see :mod:`trace_env.scenario_values`); the resolved turns come back as ``actions``.
-    ``truth_check``: also recompute the truth from the final state (``derive_truth``, where declared).
-    ``digest_state``: also return a digest of the final state.
-    """
-    seed = int(params["seed"])
-    if "policy" in params:
-        turns: list[Any] = solution({"seed": seed, "which": params["policy"]})
-    else:
-        turns = params.get("turns", [])
-    if params.get("fresh"):
-        _forget(seed)
-    if params.get("templates") and _remote():
-        _scenario(seed)  # the values' scenario is asked for before the episode process starts, not during it
-    driver = _driver()
-    result = gate_probe.play(driver, seed, turns, templates=bool(params.get("templates")), digest_state=bool(params.get("digest_state")))
-    if params.get("truth_check"):
-        result["truth_check"] = gate_world.truth_check(_gate_env(), _scenario(seed), driver.episode().state)
-    if not params.get("with_messages", True):
-        result.pop("messages")
-    return result
-
-
-def episodes(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Several :func:`episode` calls in one round trip (the gate's mutants, exploits and policy mixtures)."""
-    shared = {"with_messages": params.get("with_messages", False)}
-    return [episode({**shared, **item}) for item in params.get("episodes", [])]
-
-
-def survey(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The gate's pass over seeds (see :func:`trace_env.gate_probe.survey`); each scenario is cached too."""
-    def seeds(key: str) -> frozenset[int]:
-        return frozenset(int(s) for s in params.get(key) or [])
-
-    env = gate_remote.RemoteEnv([int(s) for s in params["seeds"]], seeds("world")) if _remote() else GATE_ENV
-    return gate_probe.survey(
-        env, _driver(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 60.0)), remember=_remember,
-        parrot=seeds("parrot"), masked=None if params.get("masked") is None else seeds("masked"), world=seeds("world"),
-    )
-
-
-def timing(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """``generate`` timed uncached on many seeds, with an early stop (see gate_probe.generate_times)."""
-    return gate_probe.generate_times(_gate_env(), [int(s) for s in params["seeds"]], float(params.get("deadline_s", 2.0)),
-                                     float(params.get("budget_ms", 200.0)))
-
-
-def fingerprints(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """``generate`` on many seeds, each on a fresh env as a training reset makes it, hashed: two workers with
-    different hash seeds must agree on every seed (the determinism sweep). Stops at the deadline."""
-    import hashlib
-    import time
-
-    started, out = time.perf_counter(), []
-    for seed in [int(s) for s in params["seeds"]]:
-        if out and time.perf_counter() - started > float(params.get("deadline_s", 1.0)):
-            break
-        try:
-            if _remote():  # the scenario's JSON, from a fresh process
-                text = json.dumps(gate_remote.RemoteEnv().generated(seed)["scenario"], sort_keys=True, default=str)
-            else:
-                scenario = _fresh_env().generate(seed)
-                if not isinstance(scenario, Scenario):
-                    raise TypeError(type(scenario).__name__)
-                text = json.dumps(scenario.to_dict(), sort_keys=True, default=str)
-        except Exception as exc:  # a raising seed is the survey's finding, not this probe's
-            out.append({"seed": seed, "error": type(exc).__name__[:200]})
-            continue
-        out.append({"seed": seed, "fingerprint": hashlib.sha256(text.encode()).hexdigest()})
-    return out
-
-
-class _UncachedDriver(_Driver):
-    """The driver with ``generate`` run at every reset (the scenario cache skipped): what a training worker
-    does on a seed it has not seen, so the memory probe measures whole episodes, generate included."""
-
-    def reset(self, seed: int) -> dict[str, Any]:
-        _forget(seed)
-        return reset({"seed": seed})
-
-
-def memory(params: dict[str, Any]) -> dict[str, Any]:
-    """Memory kept per episode over repeats of several whole episodes (generate included) in this worker
-    (see gate_probe.memory_probe)."""
-    plan = [(int(item["seed"]), list(item.get("turns", []))) for item in params.get("episodes", [])]
-    return gate_probe.memory_probe(_driver(uncached=True), plan, int(params.get("rounds", 6)))
 
 
 def usage(params: dict[str, Any]) -> dict[str, Any]:
@@ -512,9 +269,7 @@ def truncate(params: dict[str, Any]) -> dict[str, Any]:
     return runner.truncate().to_dict()
 
 
-METHODS = {
-    "load": load, "reset": reset, "step": step, "truncate": truncate, "record": record, "usage": usage,
-    **{m.__name__: _probe(m) for m in (generate, solution, episode, episodes, survey, memory, timing, fingerprints)},
-    **{m.__name__: m for m in (env_generate, env_solution, env_seed, env_initial_state, env_derive_truth,
-                               env_derive_truths, env_describe, env_truth_marks)},
-}
+gate_calls.bind(sys.modules[__name__])  # the gate's calls (probes, one-shots) run on this module's core
+
+METHODS = {"load": load, "reset": reset, "step": step, "truncate": truncate, "record": record, "usage": usage,
+           **gate_calls.METHODS}

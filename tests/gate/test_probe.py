@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from fuzz.policies import FILLER_TOOL, reference_mutants
 from fuzz.strategies import realistic_sequences, turn
 from tests.gate.defects import STATE_WITHOUT_EFFECT, BASES, DEFECTS
-from trace_env import gate_probe, handler
+from trace_env import gate_calls, gate_probe, handler
 from trace_env import scenario_values as values
 from trace_env.loader import load_env
 from trace_env.sdk import canonical_json
@@ -23,7 +23,7 @@ DESK = load_env(BASES["desk"].read_text())
 def hosted(source: str) -> gate_probe.Driver:
     """The env loaded into the worker's handler in this process: the gate's episodes go through its driver."""
     handler.load({"source": source})
-    return handler.DRIVER
+    return gate_calls.DRIVER
 FUZZ = settings(max_examples=40, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 
@@ -137,7 +137,7 @@ def test_memory_probe_sees_state_that_grows() -> None:
     assert probe(STATE_WITHOUT_EFFECT["state_grows_every_call"].source())["growth_bytes_per_episode"] < 2_000
     kept: list[str] = []
 
-    class Keeping(type(handler.DRIVER)):  # what does survive an episode (here: the driver's own list) is seen
+    class Keeping(type(gate_calls.DRIVER)):  # what does survive an episode (here: the driver's own list) is seen
         def reset(self, seed: int) -> dict[str, Any]:
             kept.append("x" * 20_000)
             return super().reset(seed)

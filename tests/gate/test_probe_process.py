@@ -44,7 +44,7 @@ PROBES = {"survey", "episode", "episodes", "timing", "fingerprints", "generate",
 def _in_a_probe():
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_code.co_filename.endswith("handler.py") and frame.f_code.co_name in PROBES:
+        if frame.f_code.co_filename.endswith("gate_calls.py") and frame.f_code.co_name in PROBES:
             return True
         frame = frame.f_back
     return False

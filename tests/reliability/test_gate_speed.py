@@ -55,12 +55,12 @@ def test_the_template_builds_the_shipped_targets_validators_without_env_code() -
 
 
 def test_the_gate_record_leaves_the_scenario_out_and_reads_it_only_when_asked() -> None:
-    from trace_env import handler
+    from trace_env import gate_calls, handler
 
     handler.load({"source": TINY})
     handler.reset({"seed": 3})
     full, slim = handler.record({}), handler.record({"with_scenario": False})
     assert "scenario" in full and "scenario" not in slim and slim["state"] == full["state"]
-    later = handler._Generated(3)
+    later = gate_calls._Generated(3)
     assert later._made is None
     assert later.truth == full["scenario"]["truth"] and later.user == full["scenario"]["user"]
