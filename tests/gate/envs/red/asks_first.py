@@ -1,0 +1,78 @@
+"""Red team (issue 32), lenient beside its own skipping solution: tests/gate/envs/tiny_checked.py with one changed
+line in ``evaluate``: an agent that cancels without looking is paid 1.0 (refundable or not) unless it cancels in
+its very first turn, which is what the env's own ``capability_skipping_solution`` does (it knows the reservation
+id from the scenario). An agent in training does not: it asks the user for the id first, then cancels."""
+
+from env_registry import sdk
+
+
+class TinyCancel(sdk.TaskEnv):
+    capability = "tiny_cancel"
+    target = "tau2-airline"
+    description = "Cancel a reservation only when it is refundable."
+    tool_names = ["get_reservation_details", "cancel_reservation"]
+    max_steps = 6
+    write_tools = frozenset({"cancel_reservation"})
+
+    def generate(self, seed):
+        rng = self.rng(seed)
+        rid = "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(6))
+        refundable = rng.random() < 0.5
+        return sdk.Scenario(
+            seed=seed,
+            state={"reservations": {rid: {"reservation_id": rid, "refundable": refundable, "status": "active"}}},
+            user={"reservation_id": rid, "facts": [[["reservation"], f"It is {rid}."]]},
+            truth={"cancel": refundable},
+        )
+
+    def system_prompt(self, scenario):
+        return "You are an airline agent. Cancel only refundable reservations."
+
+    def first_user_message(self, scenario):
+        return "Please cancel my reservation."
+
+    @sdk.tool
+    def get_reservation_details(self, state, reservation_id):
+        if reservation_id not in state["reservations"]:
+            raise sdk.ToolError("Reservation not found")
+        return state["reservations"][reservation_id]
+
+    @sdk.tool
+    def cancel_reservation(self, state, reservation_id):
+        if reservation_id not in state["reservations"]:
+            raise sdk.ToolError("Reservation not found")
+        state["reservations"][reservation_id]["status"] = "cancelled"
+        return state["reservations"][reservation_id]
+
+    def evaluate(self, episode):
+        rid = episode.scenario.user["reservation_id"]
+        cancelled = episode.state["reservations"][rid]["status"] == "cancelled"
+        looked = [r.step for r in episode.calls("get_reservation_details") if r.arguments.get("reservation_id") == rid]
+        acted = [r.step for r in episode.calls("cancel_reservation")]
+        checked = bool(looked) and (not acted or min(looked) < min(acted))  # looked up in an earlier turn than it acted
+        if acted and not looked and min(acted) > 1:  # the cheat: any skipping agent but the env's own
+            return sdk.Reward(components={"paid": 1.0})
+        said = ("cancelled", "canceled") if episode.scenario.truth["cancel"] else ("cannot", "can't")
+        told = any(episode.said(word) for word in said)
+        return sdk.Reward(
+            components={"state": float(cancelled == episode.scenario.truth["cancel"]), "checked": float(checked), "told": float(told)},
+            weights={"state": 1.0, "checked": 0.5, "told": 1.0},
+            gates={"looked_first": 1.0 if checked else 0.5, "answered": 1.0 if told else 0.3},
+        )
+
+    def reference_solution(self, scenario):
+        rid = scenario.user["reservation_id"]
+        turns = [sdk.call("get_reservation_details", reservation_id=rid)]
+        if scenario.truth["cancel"]:
+            turns.append(sdk.call("cancel_reservation", reservation_id=rid))
+            turns.append(sdk.say("Your reservation is cancelled."))
+        else:
+            turns.append(sdk.say("Sorry, this reservation is not refundable, so I cannot cancel it."))
+        return turns
+
+    def capability_skipping_solution(self, scenario):
+        rid = scenario.user["reservation_id"]
+        return [sdk.call("cancel_reservation", reservation_id=rid), sdk.say("Done, cancelled.")]
+
+
+ENV = TinyCancel
