@@ -140,7 +140,10 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
     """The survey's first seeds replayed in fresh workers started exactly as training starts one (each its own
     random hash seed, the same module name) and driven exactly as the trainer drives it: ``reset`` and one
     ``step`` per turn, nothing else; the first-message-only agent before the reference, where the gate's
-    workers played the reference first; then every surveyed reference once more, dealt over
+    workers played the reference first, and the capability-skipping solution after it (necessity's verdict
+    comes from the gate's workers, where the gate's one-shot calls ran: a mark such a call leaves in its worker,
+    the pid counter of its namespace say, must not make those episodes differ from training's,
+    tests/gate/test_red_team.py); then every surveyed reference once more, dealt over
     :data:`MIN_HASH_SEEDS` workers (the fresh ones, spares where the lanes are few, lanes), each its own hash
     seed, as many on one lane as on eight. Every scenario, first observation, transcript and reward must equal what the gate's
     survey saw. This is the one-path check: an env that behaves one way under the
@@ -158,6 +161,8 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
         if row.parrot is not None:  # first, where the gate played it last: another sequence before the reference
             plan.append(("the first-message-only transcript", None, row.parrot))
         plan.append(("the reference transcript", row.reference.turns, row.reference))  # type: ignore[union-attr]
+        if row.skipping is not None:  # what necessity judged: a gate-only call may have marked the gate's workers
+            plan.append(("the capability-skipping transcript", row.skipping.turns, row.skipping))
         for what, turns, theirs in plan:
             run = ctx.fresh_call(lambda: replay(runner, row.seed, turns), row.seed, turns or [])
             compared += 1
