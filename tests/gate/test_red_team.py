@@ -15,6 +15,7 @@ the agent an LLM would be: it asks the user for the reservation id, cancels with
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -36,17 +37,22 @@ def _turn(content: str | None = None, calls: tuple[tuple[str, dict], ...] = ()) 
     return {"content": content, "calls": [{"name": n, "arguments": a} for n, a in calls]}
 
 
-def skipping_agent_in_training(source: str, seeds: list[int], registry: Path,
-                               monkeypatch: pytest.MonkeyPatch) -> tuple[dict[int, float], AuditMismatch | None]:
-    """The asking, cancel-without-looking agent on ``seeds`` through training's pool, every episode audited."""
+def skipping_agent_in_training(source: str, seeds: list[int], registry: Path, monkeypatch: pytest.MonkeyPatch,
+                               pace_s: float = 0.0, errors_ok: bool = False) -> tuple[dict[int, float], AuditMismatch | None]:
+    """The asking, cancel-without-looking agent on ``seeds`` through training's pool, every episode audited;
+    ``pace_s``: the agent's thinking time before its first turn (an LLM's; the audit's replay takes none)."""
     from tests.trainer.conftest import register_env_source
 
     monkeypatch.setenv("TRACE_FACTORY_REGISTRY", str(registry))
     env_id = register_env_source(registry, source, validate=False)
+    capability = re.search(r'capability = "(\w+)"', source)
+    if capability is None or capability.group(1) not in env_id:  # gym's registry is process-wide: one id per env
+        raise RuntimeError(f"registered {env_id}, not the env under test")
     paid: dict[int, float] = {}
     with EnvPool(env_id, sandbox="bwrap", audit_share=1.0, audit_dir=str(registry / "audit")) as pool:
         for seed in seeds:
             [first] = pool.reset([0], [seed])
+            time.sleep(pace_s)
             [asked] = pool.step([0], [_turn("What is your reservation id?")])
             if first.reply is None or asked.reply is None:
                 raise RuntimeError(f"seed {seed}: {first.error or asked.error}")
@@ -62,9 +68,9 @@ def skipping_agent_in_training(source: str, seeds: list[int], registry: Path,
                 pool.audit_check(wait=True)
             except AuditMismatch as exc:
                 return paid, exc
-        if pool.auditor.errors:
+        if pool.auditor.errors and not errors_ok:
             raise RuntimeError(f"the audit failed to replay: {pool.auditor.first_error}")
-        if pool.auditor.audited != len(seeds):
+        if pool.auditor.audited + pool.auditor.errors != len(seeds):
             raise RuntimeError(f"{pool.auditor.audited} of {len(seeds)} episodes audited")
     return paid, None
 
@@ -135,3 +141,19 @@ def test_an_env_that_marks_the_gates_workers_from_a_gate_only_call_fails_determi
     failed = {c.name: c for c in report.failures() if not c.inconclusive}
     assert report.status == "failed" and "determinism" in failed, [(c.name, c.message[:200]) for c in report.failures()]
     assert "capability-skipping transcript" in failed["determinism"].figure, failed["determinism"].figure
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "hole: a replay that fails on the fresh worker is no verdict (env_registry/audit.py Auditor._audit counts it in"
+    " errors, which nothing in training reads); the audit's replay is always the first episode of a fresh worker"
+    " (pid 4 in its namespace) with no time between turns, so an env that ends its own process there escapes every"
+    " audit while it pays the skipping agent 1.0 in an old training worker. Fix: a replay that fails where the"
+    " recorded episode ended is a mismatch too (stop the run naming env and seed), or errors past a small share stop it"))
+def test_an_env_that_fails_the_audits_replays_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """audit_dodge with OLD = 1 (a worker's second episode is old): no gate run here, the layer under test is the
+    audit (an attacker sets OLD past the gate's worker ages, so the gate sees it honest)."""
+    paid, caught = skipping_agent_in_training((RED / "audit_dodge.py").read_text(), [40, 41, 44, 45], tmp_path,
+                                              monkeypatch, pace_s=0.6, errors_ok=True)
+    if max(paid.values()) < 1.0:
+        raise RuntimeError(f"the cheat never paid: {paid}")
+    assert caught is not None, f"paid the skipping agent {paid} in training, every episode audited, none caught"

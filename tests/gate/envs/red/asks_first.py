@@ -7,7 +7,7 @@ from env_registry import sdk
 
 
 class TinyCancel(sdk.TaskEnv):
-    capability = "tiny_cancel"
+    capability = "red_asks_first"
     target = "tau2-airline"
     description = "Cancel a reservation only when it is refundable."
     tool_names = ["get_reservation_details", "cancel_reservation"]

@@ -38,7 +38,7 @@ def _pid(mode):
 
 
 class TinyCancel(sdk.TaskEnv):
-    capability = "tiny_cancel"
+    capability = "red_pid_mark"
     target = "tau2-airline"
     description = "Cancel a reservation only when it is refundable."
     tool_names = ["get_reservation_details", "cancel_reservation"]
