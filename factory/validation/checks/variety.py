@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -161,8 +162,9 @@ def check_determinism(ctx: CheckContext) -> CheckResult:
         if row.parrot is not None:  # first, where the gate played it last: another sequence before the reference
             plan.append(("the first-message-only transcript", None, row.parrot))
         plan.append(("the reference transcript", row.reference.turns, row.reference))  # type: ignore[union-attr]
-        if row.skipping is not None:  # what necessity judged: a gate-only call may have marked the gate's workers
-            plan.append(("the capability-skipping transcript", row.skipping.turns, row.skipping))
+        skipping = row.skipping  # what necessity judged, played where a gate-only call may have marked the worker
+        if skipping is not None and math.isfinite(skipping.reward):
+            plan.append(("the capability-skipping transcript", skipping.turns, skipping))
         for what, turns, theirs in plan:
             run = ctx.fresh_call(lambda: replay(runner, row.seed, turns), row.seed, turns or [])
             compared += 1
