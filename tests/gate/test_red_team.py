@@ -157,3 +157,13 @@ def test_an_env_that_fails_the_audits_replays_is_caught(tmp_path: Path, monkeypa
     if max(paid.values()) < 1.0:
         raise RuntimeError(f"the cheat never paid: {paid}")
     assert caught is not None, f"paid the skipping agent {paid} in training, every episode audited, none caught"
+
+
+def test_an_env_that_pays_at_an_agents_pace_is_caught_by_the_audit(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """agent_pace pays the skipping agent 1.0 when its turns take longer than a script's; the audit's replay takes
+    none, pays the honest reward, and the pool stops at the first audited episode (share 1.0 here; at the default
+    0.25 an env cheating on every episode is caught within 11 with 95% probability)."""
+    paid, caught = skipping_agent_in_training((RED / "agent_pace.py").read_text(), [40, 41, 44], tmp_path, monkeypatch,
+                                              pace_s=1.5)
+    assert caught is not None and paid[caught.seed] == 1.0 and caught.fresh != caught.recorded, (paid, caught)
