@@ -43,6 +43,9 @@ SHARE_ENV_VAR = "TRACE_FACTORY_AUDIT_SHARE"
 """Audit share of ``gym.make`` envs when the ``audit=`` kwarg is not given (0 turns it off)."""
 DEFAULT_SHARE = 0.25
 """The default share of episodes replayed on a fresh worker (training, ``factory eval --env``, ``gym.make``)."""
+REPLAY_TRIES = 2
+"""Fresh workers an audited episode is replayed on before a failed replay counts as a mismatch (a host's passing
+fault gets a second worker; an env that fails on every fresh worker fails on both)."""
 
 
 def detection_probability(share: float, cheat_fraction: float, episodes: int) -> float:
@@ -156,8 +159,10 @@ class Auditor:
     ``background``: replays run on one thread of their own, concurrently with the caller's work, and
     :meth:`check` reports a mismatch (waiting for pending replays when asked); otherwise :meth:`offer` replays
     at once and raises. ``identity`` (env id, registry, capability, version, sandbox, max_steps) goes into the
-    reproduction file written to ``folder``. A replay that fails (the fresh worker died or timed out) is counted
-    in ``errors`` and is no verdict.
+    reproduction file written to ``folder``. A replay that fails (the fresh worker died, timed out or could not
+    start) is counted in ``errors`` and tried once more on another fresh worker; when that fails too, the episode
+    the run played is one no fresh worker reproduces, which is a mismatch: an env that ends its own process
+    whenever it is a fresh worker's first episode (what every replay is) would otherwise escape every audit.
     """
 
     def __init__(self, make_fresh: Callable[[], Any], share: float, identity: dict[str, Any],
@@ -198,31 +203,47 @@ class Auditor:
     def _audit(self, episode: Episode) -> None:
         if self.mismatch is not None:  # the verdict is in: no more replays
             return
-        started = time.perf_counter()
-        try:
-            fresh = replay(self.make_fresh(), episode)
-        except Exception as exc:  # the fresh worker failed: no verdict either way
-            with self._lock:
-                self.errors += 1
-                self.first_error = self.first_error or f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-            return
-        finally:
-            with self._lock:
-                self.seconds += time.perf_counter() - started
+        fresh, failure = None, ""
+        for _ in range(REPLAY_TRIES):
+            fresh, failure = self._replay(episode)
+            if fresh is not None:
+                break
         with self._lock:
             self.audited += 1
-        problem = difference(episode, fresh)
+        if fresh is None:  # no fresh worker reproduced the episode the run played
+            fresh = Episode(episode.seed, "", list(episode.actions), cut=episode.cut)
+            problem = f"the replay failed on {REPLAY_TRIES} fresh workers: {failure}"
+        else:
+            problem = difference(episode, fresh)
         if problem is not None:
             found = self._mismatch(episode, fresh, problem)
             with self._lock:
                 self.mismatch = self.mismatch or found
 
+    def _replay(self, episode: Episode) -> tuple[Episode | None, str]:
+        """One replay on a new fresh worker: the episode, or None and why it failed (counted in ``errors``)."""
+        started = time.perf_counter()
+        try:
+            return replay(self.make_fresh(), episode), ""
+        except Exception as exc:  # noqa: BLE001 - the fresh worker failed: tried again, then a mismatch
+            failure = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            with self._lock:
+                self.errors += 1
+                self.first_error = self.first_error or failure
+            return None, failure
+        finally:
+            with self._lock:
+                self.seconds += time.perf_counter() - started
+
     def _mismatch(self, episode: Episode, fresh: Episode, problem: str) -> AuditMismatch:
         file = self._write(episode, fresh, problem)
         how = f"python -m env_registry.audit {file}" if file is not None else "(the episode could not be written)"
+        why = ("the env's rewards depend on more than its seed and actions, so they cannot be trusted for training"
+               if fresh.steps else "an env whose episodes no fresh worker replays cannot be trusted for training (if "
+               "the sandbox itself fails, 'factory sandbox status' says so)")
         line = (f"reward audit: {self.env_id} seed {episode.seed} paid {_reward(episode.reward)} in this run but "
-                f"{_reward(fresh.reward)} when replayed action for action on a fresh worker ({problem}); the env's "
-                f"rewards depend on more than its seed and actions, so they cannot be trusted for training; reproduce: {how}")
+                f"{_reward(fresh.reward)} when replayed action for action on a fresh worker ({problem}); {why}; "
+                f"reproduce: {how}")
         return AuditMismatch(line, episode.seed, episode.reward, fresh.reward, file)
 
     def _write(self, episode: Episode, fresh: Episode, problem: str) -> Path | None:

@@ -70,7 +70,7 @@ def skipping_agent_in_training(source: str, seeds: list[int], registry: Path, mo
                 return paid, exc
         if pool.auditor.errors and not errors_ok:
             raise RuntimeError(f"the audit failed to replay: {pool.auditor.first_error}")
-        if pool.auditor.audited + pool.auditor.errors != len(seeds):
+        if pool.auditor.audited != len(seeds):
             raise RuntimeError(f"{pool.auditor.audited} of {len(seeds)} episodes audited")
     return paid, None
 
@@ -143,20 +143,17 @@ def test_an_env_that_marks_the_gates_workers_from_a_gate_only_call_fails_determi
     assert "capability-skipping transcript" in failed["determinism"].figure, failed["determinism"].figure
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "hole: a replay that fails on the fresh worker is no verdict (env_registry/audit.py Auditor._audit counts it in"
-    " errors, which nothing in training reads); the audit's replay is always the first episode of a fresh worker"
-    " (pid 4 in its namespace) with no time between turns, so an env that ends its own process there escapes every"
-    " audit while it pays the skipping agent 1.0 in an old training worker. Fix: a replay that fails where the"
-    " recorded episode ended is a mismatch too (stop the run naming env and seed), or errors past a small share stop it"))
 def test_an_env_that_fails_the_audits_replays_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """audit_dodge with OLD = 1 (a worker's second episode is old): no gate run here, the layer under test is the
-    audit (an attacker sets OLD past the gate's worker ages, so the gate sees it honest)."""
+    audit (an attacker sets OLD past the gate's worker ages, so the gate sees it honest). The env ends its own
+    process in a fresh worker's first episode, which every replay is: a replay that fails on two fresh workers is a
+    mismatch (before, it was counted as an error and no verdict, and the env escaped every audit)."""
     paid, caught = skipping_agent_in_training((RED / "audit_dodge.py").read_text(), [40, 41, 44, 45], tmp_path,
                                               monkeypatch, pace_s=0.6, errors_ok=True)
-    if max(paid.values()) < 1.0:
+    if caught is None and max(paid.values()) < 1.0:
         raise RuntimeError(f"the cheat never paid: {paid}")
     assert caught is not None, f"paid the skipping agent {paid} in training, every episode audited, none caught"
+    assert caught.fresh is None and "failed on 2 fresh workers" in str(caught), str(caught)
 
 
 def test_an_env_that_pays_at_an_agents_pace_is_caught_by_the_audit(tmp_path: Path,
