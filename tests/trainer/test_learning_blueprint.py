@@ -16,7 +16,8 @@ Measured here (2 CPU cores, load average 5-18 from other work, CPU torch, one th
 0.09, 0.10, 0.03; the whole test 263 s at load average ~9 (2 min 12 s of CPU: warm start 154 s,
 iterations 10-22 s, held-out 3-6 s). With the update switched off (``grpo.lr=1e-30``)
 held-out stays at 0.057 and the test fails. Past 3 iterations this preset is not stable (held-out 0.170
-after 6, training reward 0.05, 0.01 in iterations 5-6), so the guard stops at 3; the bench's longer warm
+after 6, training reward 0.05, 0.01 in iterations 5-6), so the guard stops at 3; with
+160 warm-start steps it did not learn (0.057 -> 0.045 after 3), so the warm start is not cut further; the bench's longer warm
 start (``bench/bench_learning.py --model tiny``) learns the family fully.
 """
 
