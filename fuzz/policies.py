@@ -109,3 +109,23 @@ def reference_mutants(reference: list[Any], write_tools: set[str], max_each: int
             turns[t]["calls"][c] = wrong
             mutants.append(("corrupt", turns))
     return mutants
+
+
+#: What an LLM agent says before it acts, and beside a call (drawn per seed, so an env cannot match one text).
+AGENT_OPENINGS = ("Could you confirm what you would like me to do?", "Before I go ahead, can you confirm the details?",
+                  "Happy to help. Could you tell me a bit more about your request?")
+AGENT_ASIDES = ("Let me take care of that.", "I'll do that now.", "One moment while I handle this.")
+
+
+def as_an_agent(turns: list[Any], rng: random.Random) -> list[Any]:
+    """The same turns as an LLM agent plays them: a question to the user first, and a sentence beside each bare
+    call. An agent in training has to ask for what a scripted solution reads from the scenario, and writes text
+    beside its calls; a reward that pays the capability-skipping agent only when it does so is lenient to every
+    skipping agent but the env's own script."""
+    out: list[Any] = [{"content": rng.choice(AGENT_OPENINGS), "calls": []}]
+    for turn in turns:
+        turn = copy.deepcopy(turn)
+        if isinstance(turn, dict) and _calls(turn) and not turn.get("content"):
+            turn["content"] = rng.choice(AGENT_ASIDES)
+        out.append(turn)
+    return out

@@ -108,22 +108,18 @@ def test_an_env_lenient_only_on_trainings_grpo_seeds_is_caught(tmp_path: Path, m
         f"passed the default gate, paid the skipping agent {paid} in training, audited every episode, not caught")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "hole: capability_necessity plays only the env's own capability_skipping_solution, and no exploit policy"
-    " (fuzz/exploits.py) asks the user before acting; an env that pays every skipping agent except one that writes"
-    " in its first turn (what the env's own skipping solution does: it reads the id from the scenario) passes the"
-    " default gate, and training's agent, which must ask the user for the id, is paid 1.0 on every seed, replayed"
-    " identically by the audit. Fix: necessity (or the exploit search) also plays the skipping solution re-presented"
-    " as an agent would play it (a question to the user first, text beside calls), as paraphrase does for references"))
 def test_an_env_lenient_to_every_skipping_agent_but_its_own_is_caught(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """asks_first pays every skipping agent but one that writes in its first turn (the env's own script). Training's
+    agent asks first and is paid 1.0 (replayed alike, so the audit agrees); capability_necessity now also plays the
+    skipping solution as an agent plays it (a question to the user first, text beside each call) and fails the env."""
     source = (RED / "asks_first.py").read_text()
-    report = default_gate(source, run_seed=1)
-    if not report.passed:
-        return  # the gate caught it: the property holds
     paid, caught = skipping_agent_in_training(source, [0, 1, 2, 3], tmp_path, monkeypatch)
-    assert caught is not None or max(paid.values()) <= 0.5, (
-        f"passed the default gate, paid the skipping agent {paid} in training, audited every episode, not caught")
+    assert caught is None and min(paid.values()) == 1.0, paid  # what training pays: the cheat is live
+    report = default_gate(source, run_seed=1)
+    failed = {c.name: c for c in report.failures() if not c.inconclusive}
+    assert "capability_necessity" in failed, [(c.name, c.message[:200]) for c in report.failures()]
+    assert "as an agent plays it" in failed["capability_necessity"].message, failed["capability_necessity"].message
 
 
 def test_an_env_that_marks_the_gates_workers_from_a_gate_only_call_fails_determinism(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import re
 import statistics
 from collections import defaultdict
@@ -14,7 +15,7 @@ from factory.validation.stats import looks
 from factory.validation.thresholds import MAX_LOOKS, judge_share, passable, settle
 from fuzz import free_text
 from fuzz.exploits import is_id
-from fuzz.policies import reference_mutants
+from fuzz.policies import as_an_agent, reference_mutants
 from schemas.validation import CheckResult, Counterexample, SeedSurvey
 
 _WORD = re.compile(r"<#\d+>|[a-z0-9$%.'-]+")
@@ -61,7 +62,8 @@ def check_solvability(ctx: CheckContext) -> CheckResult:
 
 
 def check_necessity(ctx: CheckContext) -> CheckResult:
-    """The capability-skipping agent must fail; so must an agent that only reads the first message."""
+    """The capability-skipping agent must fail, also played as an LLM agent plays it; so must an agent that only
+    reads the first message."""
     c = ctx.config
     for look in looks(c.necessity_seeds, c.necessity_seeds * 2 ** (MAX_LOOKS - 1)):  # more seeds while it straddles
         rows = ctx.generated(look)
@@ -78,6 +80,11 @@ def check_necessity(ctx: CheckContext) -> CheckResult:
         first = next(r for r in rows if r.seed in passing)
         counterexample = Counterexample(seed=first.seed, actions=first.skipping.turns if first.skipping else [],
                                         detail=f"reward={rewards[first.seed]!r}", reward=rewards[first.seed])
+    agent, agent_example, agent_played = _skipping_as_an_agent(ctx, [r for r in rows if r.seed not in passing]) \
+        if not problems else (None, None, 0)
+    if agent is not None:
+        problems.append(agent)
+        counterexample = counterexample or agent_example
     leak, leak_example = _leak(ctx, [r for r in rows if r.masked_fingerprint])  # the seeds with masked views
     if leak:
         problems.append(leak)
@@ -93,11 +100,41 @@ def check_necessity(ctx: CheckContext) -> CheckResult:
         passed=not problems,
         figure=f"{len(rows) - len(passing)}/{len(rows)} seeds <= {c.necessity_max_reward} ({failed_skipping.text()}); "
         f"first-message leaks checked on {sum(1 for r in rows if r.masked_fingerprint)} seeds, first-message-only agent on "
-        f"{len(parrots)}",
+        f"{len(parrots)}" + (f", the skipping solution as an agent plays it on {agent_played}" if agent_played else ""),
         message="; ".join(problems),
         counterexample=counterexample,
-        seeds=len(rows), episodes=len(rows) + len(parrots), failing_seeds=passing,
+        seeds=len(rows), episodes=len(rows) + len(parrots) + agent_played, failing_seeds=passing,
     ), c, [("necessity_min_share", "the skipping agent fails", failed_skipping)])
+
+
+AGENT_SEEDS = 32
+"""Seeds on which the skipping solution is also played as an agent plays it (:func:`fuzz.policies.as_an_agent`)."""
+AGENT_MAX_PAID = 0.5
+"""Share of those seeds past which an env that pays the agent-shaped skipping solution, where it does not pay the
+env's own, fails: a systematic leniency (every skipping agent but the env's script), not a borderline figure."""
+
+
+def _skipping_as_an_agent(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[str | None, Counterexample | None, int]:
+    """The capability-skipping solution replayed as an LLM agent plays it (a question to the user first, text
+    beside each call) on seeds where the env's own script of it is not paid: paid there, the reward tells the
+    script from an agent, and training's agents are not the script. (problem or None, its example, episodes)."""
+    c = ctx.config
+    rows = rows[:AGENT_SEEDS]
+    plan = [(r.seed, as_an_agent(r.skipping.turns, random.Random(f"as-an-agent:{ctx.run_seed}:{r.seed}")))  # type: ignore[union-attr]
+            for r in rows]
+    if not plan:
+        return None, None, 0
+    results = ctx.play_many(plan, where="the capability-skipping solution as an agent plays it")
+    paid = [(seed, turns, result.reward) for (seed, turns), result in zip(plan, results)
+            if _ok(ctx.norm(result.reward), lambda x: x > c.necessity_max_reward)]
+    if len(paid) <= AGENT_MAX_PAID * len(plan):
+        return None, None, len(plan)
+    seed, turns, reward = paid[0]
+    return (f"the capability-skipping solution played as an agent plays it (a question to the user first, text beside "
+            f"each call) scores > {c.necessity_max_reward} on {len(paid)}/{len(plan)} seeds where the env's own "
+            f"skipping solution does not (seeds {_seeds_text([p[0] for p in paid])}): the reward pays skipping the "
+            "capability unless it is done exactly as the env's script does it",
+            Counterexample(seed=seed, actions=turns, detail=f"reward={reward!r}", reward=reward), len(plan))
 
 
 def _leak(ctx: CheckContext, rows: list[SeedSurvey]) -> tuple[str, Counterexample | None]:
