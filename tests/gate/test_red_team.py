@@ -1,6 +1,6 @@
 """Red team for issue 32 (reward integrity): env modules written by an attacker who has read the gate, the fresh
 processes and the audit, each meant to pass the DEFAULT gate and then pay a capability-skipping agent in training
-what the gate never measured, without the reward audit noticing. The envs are tests/gate/envs/red/*.py, each
+what the gate never measured, without the reward audit noticing. The envs are built by tests/gate/red.py, each
 tests/gate/envs/tiny_checked.py (which passes the gate and pays that agent at most 0.4) with one cheat added.
 
 Each test asserts the property issue 32 asks for: the gate fails the env, or training does not pay the skipping
@@ -23,13 +23,13 @@ import pytest
 from env_registry.audit import AuditMismatch
 from factory.validation.gate import Gate, validate_source
 from sandbox import available_backends
+from tests.gate import red
 from schemas.validation import ValidationConfig
 from trainer.config import TrainConfig
 from trainer.envpool import EnvPool
 from trainer.seeds import window
 
-RED = Path(__file__).resolve().parent / "envs" / "red"
-HONEST = Path(__file__).resolve().parent / "envs" / "tiny_checked.py"
+HONEST = red.BASE
 pytestmark = pytest.mark.skipif(available_backends().get("bwrap") is not None, reason="bwrap is not available")
 
 
@@ -83,7 +83,7 @@ def default_gate(source: str, run_seed: int):
 def test_the_honest_base_does_not_pay_the_skipping_agent_in_training(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The control: tiny_checked pays the training agent below necessity's 0.5 on the seeds the red envs cheat on."""
-    paid, caught = skipping_agent_in_training(HONEST.read_text(), [48, 49, 100, 159], tmp_path, monkeypatch)
+    paid, caught = skipping_agent_in_training(HONEST, [48, 49, 100, 159], tmp_path, monkeypatch)
     assert caught is None and max(paid.values()) <= 0.5, paid
 
 
@@ -95,7 +95,7 @@ def test_the_honest_base_does_not_pay_the_skipping_agent_in_training(tmp_path: P
     " Fix: training's GRPO seeds from a per-run random base the env cannot predict (trainer/seeds.py), or a necessity"
     " share judged on the gate's in-window seeds drawn uniformly over training's default reach"))
 def test_an_env_lenient_only_on_trainings_grpo_seeds_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    source = (RED / "seed_density.py").read_text()
+    source = red.source("seed_density")
     config = TrainConfig()
     grpo = window(config, "grpo", config.grpo.iterations * config.grpo.groups)
     if not (grpo[0] == 0 and grpo[-1] == 159):
@@ -113,7 +113,7 @@ def test_an_env_lenient_to_every_skipping_agent_but_its_own_is_caught(tmp_path: 
     """asks_first pays every skipping agent but one that writes in its first turn (the env's own script). Training's
     agent asks first and is paid 1.0 (replayed alike, so the audit agrees); capability_necessity now also plays the
     skipping solution as an agent plays it (a question to the user first, text beside each call) and fails the env."""
-    source = (RED / "asks_first.py").read_text()
+    source = red.source("asks_first")
     paid, caught = skipping_agent_in_training(source, [0, 1, 2, 3], tmp_path, monkeypatch)
     assert caught is None and min(paid.values()) == 1.0, paid  # what training pays: the cheat is live
     report = default_gate(source, run_seed=1)
@@ -130,7 +130,7 @@ def test_an_env_that_marks_the_gates_workers_from_a_gate_only_call_fails_determi
     paid every cancel-without-looking agent 1.0 and the default gate passed it (seen before the fix, run seeds 1 and
     random). Determinism now replays the skipping solution too in its fresh workers driven like training (reset and
     step only, no gate-only call), where the env pays it, and fails the env, naming that transcript."""
-    source = (RED / "pid_mark.py").read_text()
+    source = red.source("pid_mark")
     paid, caught = skipping_agent_in_training(source, [0, 1], tmp_path, monkeypatch)
     assert caught is None and min(paid.values()) == 1.0, paid  # what training pays: the cheat is live
     report = default_gate(source, run_seed=1)
@@ -144,7 +144,7 @@ def test_an_env_that_fails_the_audits_replays_is_caught(tmp_path: Path, monkeypa
     audit (an attacker sets OLD past the gate's worker ages, so the gate sees it honest). The env ends its own
     process in a fresh worker's first episode, which every replay is: a replay that fails on two fresh workers is a
     mismatch (before, it was counted as an error and no verdict, and the env escaped every audit)."""
-    paid, caught = skipping_agent_in_training((RED / "audit_dodge.py").read_text(), [40, 41, 44, 45], tmp_path,
+    paid, caught = skipping_agent_in_training(red.source("audit_dodge"), [40, 41, 44, 45], tmp_path,
                                               monkeypatch, pace_s=0.6, errors_ok=True)
     if caught is None and max(paid.values()) < 1.0:
         raise RuntimeError(f"the cheat never paid: {paid}")
@@ -157,6 +157,6 @@ def test_an_env_that_pays_at_an_agents_pace_is_caught_by_the_audit(tmp_path: Pat
     """agent_pace pays the skipping agent 1.0 when its turns take longer than a script's; the audit's replay takes
     none, pays the honest reward, and the pool stops at the first audited episode (share 1.0 here; at the default
     0.25 an env cheating on every episode is caught within 11 with 95% probability)."""
-    paid, caught = skipping_agent_in_training((RED / "agent_pace.py").read_text(), [40, 41, 44], tmp_path, monkeypatch,
+    paid, caught = skipping_agent_in_training(red.source("agent_pace"), [40, 41, 44], tmp_path, monkeypatch,
                                               pace_s=1.5)
     assert caught is not None and paid[caught.seed] == 1.0 and caught.fresh != caught.recorded, (paid, caught)
