@@ -186,7 +186,8 @@ DEFECTS: dict[str, Defect] = {
         also=("reward_sensitivity", "capability_necessity", "exploit_search", "user_paths"), config={"grpo_seeds": 16},
     ),
     "reward_is_episode_length": Defect(
-        "grpo_signal", "the reward grows with the number of steps", also=("reward_sensitivity", "exploit_search", "user_paths"),
+        "grpo_signal", "the reward grows with the number of steps (so the skipping solution as an agent plays it, one turn longer, "
+        "is paid too)", also=("reward_sensitivity", "capability_necessity", "exploit_search", "user_paths"),
         patches=((EVALUATE_RETURN, "        return min(1.0, episode.steps / 4)"),
          ('        turns = [sdk.say("Which reservation would you like to cancel?"), sdk.call("get_reservation_details", reservation_id=rid)]',
           '        turns = [sdk.say("Which reservation would you like to cancel?"), sdk.call("get_reservation_details", reservation_id=rid),\n'
