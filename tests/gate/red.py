@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.trainer.hostile import patched
+
 BASE = (Path(__file__).resolve().parent / "envs" / "tiny_checked.py").read_text()
 _DOC_END = 'use this one."""\n'
 _IMPORT = "from env_registry import sdk\n"
@@ -125,26 +127,14 @@ time between turns, so the fresh replay pays the honest reward and the run stops
 }
 
 
-def _replaced(text: str, old: str, new: str) -> str:
-    if text.count(old) != 1:
-        raise ValueError(f"the base env changed: {old.strip()[:60]!r} is not there exactly once")
-    return text.replace(old, new)
-
-
-def _patched(text: str, anchor: str, before: str = "", after: str = "") -> str:
-    return _replaced(text, anchor, before + anchor + after)
-
-
 def source(name: str) -> str:
     """The red env ``name``'s whole module: the base with its docstring, capability and cheat."""
     red = RED[name]
-    text = '"""' + red["doc"] + '"""\n' + BASE[BASE.index(_DOC_END) + len(_DOC_END):]
+    patches = [('capability = "tiny_cancel"', f'capability = "red_{name}"'), (_CHECKED, _CHECKED + red["cheat"])]
     if "constants" in red:
-        text = _patched(text, _IMPORT, after="\n" + red["constants"] + TAKEOVER)
-    text = _replaced(text, 'capability = "tiny_cancel"', f'capability = "red_{name}"')
-    text = _patched(text, _CHECKED, after=red["cheat"])
+        patches.append((_IMPORT, _IMPORT + "\n" + red["constants"] + TAKEOVER))
     if "generate" in red:
-        text = _patched(text, _GENERATE, before=red["generate"])
+        patches.append((_GENERATE, red["generate"] + _GENERATE))
     if "skipping" in red:
-        text = _patched(text, _SKIPPING, after=red["skipping"])
-    return text
+        patches.append((_SKIPPING, _SKIPPING + red["skipping"]))
+    return '"""' + red["doc"] + '"""\n' + patched(BASE[BASE.index(_DOC_END) + len(_DOC_END):], tuple(patches))
